@@ -1,0 +1,220 @@
+//! DuckDB as a peer, through its Python package, in one long-lived worker
+//! process so that Python start-up is not part of any measurement.
+//!
+//! Protocol: one JSON request per line on the worker's stdin, one JSON reply
+//! per line on its stdout. A request runs SQL `repeat` times and returns the
+//! rows of the last run (as text, like the PostgreSQL text format) and the
+//! wall time of every run, measured inside the worker.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde::Deserialize;
+use serde_json::json;
+
+const WORKER: &str = r#"
+import sys, json, time, decimal, datetime
+import duckdb
+con = duckdb.connect()
+threads = sys.argv[1] if len(sys.argv) > 1 else None
+if threads:
+    con.execute(f"SET threads = {int(threads)}")
+def text(v):
+    if v is None: return None
+    if isinstance(v, bool): return 't' if v else 'f'
+    if isinstance(v, float): return repr(v)
+    return str(v)
+for line in sys.stdin:
+    req = json.loads(line)
+    try:
+        times = []
+        rows = []
+        for _ in range(req.get("repeat", 1)):
+            t0 = time.perf_counter()
+            cur = con.execute(req["sql"])
+            rows = cur.fetchall() if cur.description else []
+            times.append((time.perf_counter() - t0) * 1000.0)
+        out = {"ok": True, "times_ms": times, "rows": [[text(v) for v in r] for r in rows]}
+    except Exception as e:
+        out = {"ok": False, "error": str(e)}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// The DuckDB version the worker runs, or why DuckDB is unavailable.
+pub fn version() -> Result<String, String> {
+    let output = Command::new("python3")
+        .args(["-c", "import duckdb; print(duckdb.__version__)"])
+        .output()
+        .map_err(|e| format!("python3 not runnable: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    } else {
+        Err("the Python package duckdb is not installed (pip install duckdb)".into())
+    }
+}
+
+/// A running DuckDB worker with one in-memory database.
+pub struct DuckDb {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pub version: String,
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Reply {
+    pub times_ms: Vec<f64>,
+    pub rows: Vec<Vec<Option<String>>>,
+}
+
+#[derive(Deserialize)]
+struct RawReply {
+    ok: bool,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    times_ms: Vec<f64>,
+    #[serde(default)]
+    rows: Vec<Vec<Option<String>>>,
+}
+
+impl DuckDb {
+    /// Starts the worker; `threads` limits DuckDB's parallelism (None: its default).
+    pub fn start(threads: Option<usize>) -> Result<Self, String> {
+        let version = version()?;
+        let mut child = Command::new("python3")
+            .args(["-u", "-c", WORKER])
+            .arg(threads.map(|t| t.to_string()).unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting python3: {e}"))?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            version,
+        })
+    }
+
+    /// Runs `sql` `repeat` times; rows of the last run.
+    pub fn run(&mut self, sql: &str, repeat: usize) -> Result<Reply, String> {
+        let request = json!({"sql": sql, "repeat": repeat.max(1)});
+        writeln!(self.stdin, "{request}").map_err(|e| format!("duckdb worker: {e}"))?;
+        self.stdin
+            .flush()
+            .map_err(|e| format!("duckdb worker: {e}"))?;
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .map_err(|e| format!("duckdb worker: {e}"))?;
+        if line.is_empty() {
+            return Err("duckdb worker exited".into());
+        }
+        let raw: RawReply =
+            serde_json::from_str(&line).map_err(|e| format!("duckdb reply: {e}"))?;
+        if !raw.ok {
+            return Err(format!("duckdb: {}", raw.error));
+        }
+        Ok(Reply {
+            times_ms: raw.times_ms,
+            rows: raw.rows,
+        })
+    }
+}
+
+impl Drop for DuckDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Compares two result sets cell by cell: numbers within a relative tolerance,
+/// everything else exactly. Rows are compared in order first and, if that
+/// fails, sorted (ties in ORDER BY may come out in either order).
+pub fn same_rows(
+    ours: &[Vec<Option<String>>],
+    theirs: &[Vec<Option<String>>],
+    relative_tolerance: f64,
+) -> Result<(), String> {
+    if ours.len() != theirs.len() {
+        return Err(format!(
+            "row counts differ: {} vs {}",
+            ours.len(),
+            theirs.len()
+        ));
+    }
+    let in_order = first_difference(ours, theirs, relative_tolerance);
+    let Some(difference) = in_order else {
+        return Ok(());
+    };
+    let mut a = ours.to_vec();
+    let mut b = theirs.to_vec();
+    a.sort();
+    b.sort();
+    match first_difference(&a, &b, relative_tolerance) {
+        None => Ok(()),
+        Some(_) => Err(difference),
+    }
+}
+
+fn first_difference(
+    ours: &[Vec<Option<String>>],
+    theirs: &[Vec<Option<String>>],
+    tolerance: f64,
+) -> Option<String> {
+    for (index, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        if a.len() != b.len() {
+            return Some(format!("row {index}: {} vs {} columns", a.len(), b.len()));
+        }
+        for (column, (x, y)) in a.iter().zip(b).enumerate() {
+            if !same_cell(x.as_deref(), y.as_deref(), tolerance) {
+                return Some(format!("row {index} column {column}: {x:?} vs {y:?}"));
+            }
+        }
+    }
+    None
+}
+
+fn same_cell(a: Option<&str>, b: Option<&str>, tolerance: f64) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) if a == b => true,
+        (Some(a), Some(b)) => match (a.parse::<f64>(), b.parse::<f64>()) {
+            (Ok(x), Ok(y)) => {
+                let scale = x.abs().max(y.abs()).max(1.0);
+                (x - y).abs() <= tolerance * scale
+            }
+            _ => a.trim_end() == b.trim_end(),
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(values: &[&[&str]]) -> Vec<Vec<Option<String>>> {
+        values
+            .iter()
+            .map(|r| r.iter().map(|v| Some(v.to_string())).collect())
+            .collect()
+    }
+
+    #[test]
+    fn numbers_compare_with_tolerance_and_ties_may_reorder() {
+        let a = rows(&[&["x", "1.0000001"], &["y", "2"]]);
+        let b = rows(&[&["y", "2.0"], &["x", "1"]]);
+        assert!(same_rows(&a, &b, 1e-6).is_ok());
+        let c = rows(&[&["x", "1.1"], &["y", "2"]]);
+        assert!(same_rows(&a, &c, 1e-6).is_err());
+        assert!(same_rows(&a, &rows(&[&["x", "1"]]), 1e-6).is_err());
+    }
+}

@@ -1,0 +1,104 @@
+//! The server's configuration: defaults, then the TOML file, then flags.
+//!
+//! ```toml
+//! data_dir = "./zyron-data"
+//! pg_listen = "127.0.0.1:5433"
+//! max_connections = 100
+//! shutdown_grace_ms = 10000
+//! target_partitions = 2
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SqlState, ZyronError};
+
+/// Where data lives when nothing else is said.
+pub const DEFAULT_DATA_DIR: &str = "./zyron-data";
+/// PostgreSQL's port plus one, so Zyron and PostgreSQL can run side by side.
+pub const DEFAULT_PG_ADDR: &str = "127.0.0.1:5433";
+
+/// Everything `zyron serve` can be told. Field names are the TOML keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory holding the server's files (created if missing).
+    pub data_dir: PathBuf,
+    /// Address of the PostgreSQL wire protocol listener (TCP).
+    pub pg_listen: SocketAddr,
+    /// Connections beyond this many are refused with SQLSTATE 53300.
+    pub max_connections: usize,
+    /// On SIGINT/SIGTERM, how long in-flight queries may run before they are cancelled.
+    pub shutdown_grace_ms: u64,
+    /// Parallelism of one query (DataFusion target partitions); 0 means one per core.
+    pub target_partitions: usize,
+    /// Memory one query may use before it spills or fails, in MiB; 0 means no limit.
+    pub query_memory_limit_mib: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            pg_listen: DEFAULT_PG_ADDR.parse().expect("default address parses"),
+            max_connections: 100,
+            shutdown_grace_ms: 10_000,
+            target_partitions: 0,
+            query_memory_limit_mib: 0,
+        }
+    }
+}
+
+impl Config {
+    /// Parses a TOML configuration; unknown keys are an error so typos do not pass silently.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        toml_parse(text)
+    }
+
+    /// Checks the limits that would otherwise fail later and less clearly.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_connections == 0 {
+            return Err(config_error("max_connections must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+fn config_error(message: impl Into<String>) -> ZyronError {
+    ZyronError::new(SqlState::CONFIG_FILE_ERROR, message)
+}
+
+fn toml_parse(text: &str) -> Result<Config> {
+    toml::from_str(text).map_err(|e| config_error(format!("invalid configuration: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_overrides_defaults() {
+        let config = Config::from_toml(
+            "# comment\ndata_dir = \"/tmp/z\" # trailing\npg_listen = \"0.0.0.0:6000\"\nmax_connections = 1_000\n",
+        )
+        .unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/tmp/z"));
+        assert_eq!(config.pg_listen.port(), 6000);
+        assert_eq!(config.max_connections, 1000);
+        assert_eq!(
+            config.shutdown_grace_ms,
+            Config::default().shutdown_grace_ms
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_line() {
+        let err = Config::from_toml("data_dir = \"x\"\nport = 1\n").unwrap_err();
+        assert!(err.message().contains("line 2"), "{err}");
+        assert!(err.message().contains("port"), "{err}");
+        let err = Config::from_toml("max_connections = \"lots\"\n").unwrap_err();
+        assert!(err.message().contains("line 1"), "{err}");
+    }
+}

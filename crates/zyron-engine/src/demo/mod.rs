@@ -1,0 +1,3 @@
+//! Demo data a newcomer can query at once.
+
+pub mod tpch;

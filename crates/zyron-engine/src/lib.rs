@@ -1,0 +1,39 @@
+//! Zyron's SQL engine: the layer between the wire protocol and storage.
+//!
+//! An [`Engine`] owns the catalog shared by every connection; each connection
+//! gets a [`Session`] with its own settings and transaction state. A session
+//! turns SQL text into [`StatementResult`]s: rows streamed as Arrow batches,
+//! or a command tag (`INSERT 0 5`, `CREATE TABLE`, ...). Planning and
+//! execution are DataFusion's; this crate adds PostgreSQL behaviour on top
+//! (SET/SHOW, transaction statements, `pg_catalog`, SQLSTATE errors).
+//!
+//! Table storage is, for now, DataFusion's in-memory `MemTable`: see
+//! [`storage_standin`]. The durable heap replaces it.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use zyron_engine::{Engine, EngineOptions, StatementResult};
+//! let engine = Engine::new(EngineOptions::default()).unwrap();
+//! let mut session = engine.new_session();
+//! let results = session.execute_sql("CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2)").await.unwrap();
+//! assert_eq!(results.len(), 2);
+//! match &results[1] {
+//!     StatementResult::Command(tag) => assert_eq!(tag.to_string(), "INSERT 0 2"),
+//!     _ => panic!("INSERT returns a command tag"),
+//! }
+//! # });
+//! ```
+
+pub mod demo;
+mod engine;
+mod errors;
+mod session;
+mod settings;
+mod statement;
+pub mod storage_standin;
+
+pub use datafusion;
+pub use engine::{Engine, EngineOptions};
+pub use errors::to_zyron_error;
+pub use session::{PreparedStatement, Session, StatementResult, TransactionEffect};
+pub use statement::CommandTag;

@@ -1,0 +1,325 @@
+//! Parsing SQL text into statements, and the command tags PostgreSQL sends
+//! for statements that return no rows.
+
+use std::fmt;
+
+use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
+use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::{self, Expr, ObjectName, Set, Value};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+
+use zyron_common::{Result, SqlState, ZyronError};
+
+use crate::errors::to_zyron_error;
+use crate::session::TransactionEffect;
+
+/// The tag of a CommandComplete message: `INSERT 0 3`, `CREATE TABLE`, `SELECT 5`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTag {
+    /// The command word(s), e.g. `INSERT`, `CREATE TABLE`.
+    pub command: String,
+    /// Rows affected or returned, where PostgreSQL reports a count.
+    pub rows: Option<u64>,
+    /// Whether the statement opened or closed a transaction block.
+    pub transaction: TransactionEffect,
+}
+
+impl CommandTag {
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            rows: None,
+            transaction: TransactionEffect::None,
+        }
+    }
+
+    pub fn with_transaction(mut self, effect: TransactionEffect) -> Self {
+        self.transaction = effect;
+        self
+    }
+
+    pub fn with_rows(mut self, rows: u64) -> Self {
+        self.rows = Some(rows);
+        self
+    }
+}
+
+impl fmt::Display for CommandTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.command.as_str(), self.rows) {
+            // INSERT tags carry the (always zero) oid before the count.
+            ("INSERT", Some(rows)) => write!(f, "INSERT 0 {rows}"),
+            (command, Some(rows)) => write!(f, "{command} {rows}"),
+            (command, None) => f.write_str(command),
+        }
+    }
+}
+
+/// Statements the session answers itself instead of planning them in DataFusion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Utility {
+    Begin,
+    Commit,
+    Rollback,
+    /// `SET name = value` on a PostgreSQL parameter.
+    Set {
+        name: String,
+        value: String,
+    },
+    /// `SHOW name` on a PostgreSQL parameter.
+    Show {
+        name: String,
+    },
+    ShowAll,
+    /// Accepted and answered with this tag, nothing else to do
+    /// (`DISCARD ALL`, `SET SESSION CHARACTERISTICS`, ...).
+    NoOp {
+        tag: &'static str,
+    },
+}
+
+/// One parsed statement: either ours, or one DataFusion plans.
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    Utility(Utility),
+    DataFusion(DfStatement),
+}
+
+/// Splits SQL text into statements.
+///
+/// DataFusion's parser (PostgreSQL dialect) comes first, since it also knows
+/// DataFusion's own statements (`CREATE EXTERNAL TABLE`, `COPY ... TO`). What
+/// it rejects goes through the PostgreSQL compatibility parser, which rewrites
+/// the catalog queries psql and drivers send (`::regclass`,
+/// `OPERATOR(pg_catalog.~)`, ...) into SQL DataFusion plans.
+pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
+    let dialect = PostgreSqlDialect {};
+    let df_result = DFParserBuilder::new(sql)
+        .with_dialect(&dialect)
+        .build()
+        .and_then(|mut parser| parser.parse_statements());
+    let compat = PostgresCompatibilityParser::new();
+    match df_result {
+        Ok(statements) => statements
+            .into_iter()
+            .map(|statement| match statement {
+                DfStatement::Statement(inner) => {
+                    classify(DfStatement::Statement(Box::new(compat.rewrite(*inner))))
+                }
+                other => Ok(Parsed::DataFusion(other)),
+            })
+            .collect(),
+        Err(df_error) => match compat.parse(sql) {
+            Ok(statements) => statements
+                .into_iter()
+                .map(|s| classify(DfStatement::Statement(Box::new(s))))
+                .collect(),
+            Err(_) => Err(to_zyron_error(df_error.into())),
+        },
+    }
+}
+
+fn classify(statement: DfStatement) -> Result<Parsed> {
+    let DfStatement::Statement(inner) = &statement else {
+        return Ok(Parsed::DataFusion(statement));
+    };
+    let utility = match inner.as_ref() {
+        ast::Statement::StartTransaction { .. } => Utility::Begin,
+        ast::Statement::Commit { chain: false, .. } => Utility::Commit,
+        ast::Statement::Rollback {
+            chain: false,
+            savepoint: None,
+        } => Utility::Rollback,
+        ast::Statement::Rollback {
+            savepoint: Some(_), ..
+        }
+        | ast::Statement::Savepoint { .. }
+        | ast::Statement::ReleaseSavepoint { .. } => {
+            return Err(ZyronError::not_supported(
+                "savepoints are not supported yet: they arrive with MVCC transactions",
+            ));
+        }
+        ast::Statement::Set(set) => match set_to_utility(set)? {
+            Some(utility) => utility,
+            None => return Ok(Parsed::DataFusion(statement)),
+        },
+        ast::Statement::ShowVariable { variable } => {
+            let name = variable
+                .iter()
+                .map(|ident| ident.value.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            match name.to_ascii_lowercase().as_str() {
+                "all" => Utility::ShowAll,
+                n if n.starts_with("datafusion.") => return Ok(Parsed::DataFusion(statement)),
+                "time zone" => Utility::Show {
+                    name: "timezone".into(),
+                },
+                "transaction isolation level" => Utility::Show {
+                    name: "transaction_isolation".into(),
+                },
+                _ => Utility::Show { name },
+            }
+        }
+        ast::Statement::Discard { .. } => Utility::NoOp { tag: "DISCARD ALL" },
+        _ => return Ok(Parsed::DataFusion(statement)),
+    };
+    Ok(Parsed::Utility(utility))
+}
+
+/// `None` means the statement is DataFusion's own (`SET datafusion.x = ...`).
+fn set_to_utility(set: &Set) -> Result<Option<Utility>> {
+    let utility = match set {
+        Set::SingleAssignment {
+            variable, values, ..
+        } => {
+            let name = object_name(variable);
+            if name.to_ascii_lowercase().starts_with("datafusion.") {
+                return Ok(None);
+            }
+            let value = values
+                .iter()
+                .map(expr_to_setting)
+                .collect::<Vec<_>>()
+                .join(", ");
+            Utility::Set { name, value }
+        }
+        Set::SetTimeZone { value, .. } => Utility::Set {
+            name: "timezone".into(),
+            value: expr_to_setting(value),
+        },
+        Set::SetNames { charset_name, .. } => Utility::Set {
+            name: "client_encoding".into(),
+            value: charset_name.value.clone(),
+        },
+        Set::SetTransaction { .. } | Set::SetSessionParam(_) | Set::SetRole { .. } => {
+            Utility::NoOp { tag: "SET" }
+        }
+        other => {
+            return Err(ZyronError::not_supported(format!(
+                "this form of SET is not supported: {other}"
+            )));
+        }
+    };
+    Ok(Some(utility))
+}
+
+fn object_name(name: &ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|part| match part.as_ident() {
+            Some(ident) => ident.value.clone(),
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `SET x = 'a'`, `SET x TO a`, `SET x = 3`: the value as PostgreSQL stores it.
+fn expr_to_setting(expr: &Expr) -> String {
+    match expr {
+        Expr::Value(value) => match &value.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        Expr::Identifier(ident) => ident.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The command tag for a plan that returns no rows to the client, or `None`
+/// for plans whose rows are the result.
+pub fn command_for_plan(plan: &LogicalPlan) -> Option<&'static str> {
+    let tag = match plan {
+        LogicalPlan::Dml(dml) => match dml.op {
+            WriteOp::Insert(_) | WriteOp::Ctas => "INSERT",
+            WriteOp::Update => "UPDATE",
+            WriteOp::Delete => "DELETE",
+            WriteOp::Truncate => "TRUNCATE TABLE",
+            _ => "DML",
+        },
+        LogicalPlan::Copy(_) => "COPY",
+        LogicalPlan::Ddl(ddl) => match ddl {
+            DdlStatement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
+            DdlStatement::CreateMemoryTable(_) => "CREATE TABLE",
+            DdlStatement::CreateView(_) => "CREATE VIEW",
+            DdlStatement::CreateCatalogSchema(_) => "CREATE SCHEMA",
+            DdlStatement::CreateCatalog(_) => "CREATE DATABASE",
+            DdlStatement::CreateIndex(_) => "CREATE INDEX",
+            DdlStatement::DropTable(_) => "DROP TABLE",
+            DdlStatement::DropView(_) => "DROP VIEW",
+            DdlStatement::DropCatalogSchema(_) => "DROP SCHEMA",
+            DdlStatement::CreateFunction(_) => "CREATE FUNCTION",
+            DdlStatement::DropFunction(_) => "DROP FUNCTION",
+        },
+        LogicalPlan::Statement(_) => "SET",
+        _ => return None,
+    };
+    Some(tag)
+}
+
+/// Rejects an empty statement list where exactly one statement is required.
+pub fn single(mut statements: Vec<Parsed>) -> Result<Option<Parsed>> {
+    match statements.len() {
+        0 => Ok(None),
+        1 => Ok(statements.pop()),
+        _ => Err(ZyronError::new(
+            SqlState::SYNTAX_ERROR,
+            "cannot insert multiple commands into a prepared statement",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_and_parameter_statements_are_utilities() {
+        let parsed =
+            parse("BEGIN; SET extra_float_digits = 3; SHOW TimeZone; COMMIT; SELECT 1").unwrap();
+        assert!(matches!(parsed[0], Parsed::Utility(Utility::Begin)));
+        assert!(matches!(
+            &parsed[1],
+            Parsed::Utility(Utility::Set { name, value }) if name == "extra_float_digits" && value == "3"
+        ));
+        assert!(
+            matches!(&parsed[2], Parsed::Utility(Utility::Show { name }) if name == "TimeZone")
+        );
+        assert!(matches!(parsed[3], Parsed::Utility(Utility::Commit)));
+        assert!(matches!(parsed[4], Parsed::DataFusion(_)));
+    }
+
+    #[test]
+    fn set_with_quoted_and_to_forms() {
+        let parsed = parse("SET application_name TO 'psql'; SET TIME ZONE 'Europe/Paris'").unwrap();
+        assert!(matches!(
+            &parsed[0],
+            Parsed::Utility(Utility::Set { value, .. }) if value == "psql"
+        ));
+        assert!(matches!(
+            &parsed[1],
+            Parsed::Utility(Utility::Set { name, value }) if name == "timezone" && value == "Europe/Paris"
+        ));
+    }
+
+    #[test]
+    fn tags_print_like_postgres() {
+        assert_eq!(
+            CommandTag::new("INSERT").with_rows(3).to_string(),
+            "INSERT 0 3"
+        );
+        assert_eq!(
+            CommandTag::new("DELETE").with_rows(2).to_string(),
+            "DELETE 2"
+        );
+        assert_eq!(CommandTag::new("CREATE TABLE").to_string(), "CREATE TABLE");
+    }
+
+    #[test]
+    fn syntax_errors_are_42601() {
+        let err = parse("SELEC 1").unwrap_err();
+        assert_eq!(err.sqlstate(), SqlState::SYNTAX_ERROR);
+    }
+}

@@ -1,0 +1,223 @@
+//! The pgwire handlers of one connection, all backed by one engine session.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
+use futures::Sink;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, Response};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::extendedquery::Execute;
+use pgwire::messages::simplequery::Query;
+use tokio::sync::Mutex;
+
+use zyron_engine::{PreparedStatement, Session};
+
+use crate::activity::Activity;
+use crate::encode::{self, error_info, to_pgwire_error};
+
+/// Everything one connection needs; handed to `pgwire::tokio::process_socket`.
+pub struct ConnectionHandlers {
+    backend: Arc<Backend>,
+    cancel: Arc<DefaultCancelHandler>,
+}
+
+impl ConnectionHandlers {
+    pub fn new(
+        session: Session,
+        manager: Arc<ConnectionManager>,
+        cancel: Arc<DefaultCancelHandler>,
+        activity: Arc<Activity>,
+    ) -> Self {
+        let session = Arc::new(Mutex::new(session));
+        let backend = Arc::new(Backend {
+            parser: Arc::new(Parser {
+                session: Arc::clone(&session),
+            }),
+            session,
+            manager,
+            activity,
+        });
+        Self { backend, cancel }
+    }
+}
+
+impl PgWireServerHandlers for ConnectionHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::clone(&self.cancel)
+    }
+}
+
+pub struct Backend {
+    session: Arc<Mutex<Session>>,
+    parser: Arc<Parser>,
+    manager: Arc<ConnectionManager>,
+    activity: Arc<Activity>,
+}
+
+#[async_trait]
+impl NoopStartupHandler for Backend {
+    /// Registering the connection lets a CancelRequest (psql's Ctrl-C) find it.
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(Arc::clone(&self.manager))
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Backend {
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // Busy from the query's arrival until ReadyForQuery is sent.
+        let _busy = self.activity.begin();
+        self._on_query(client, query).await
+    }
+
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        tracing::debug!(query, "simple query");
+        let (results, error) = self.session.lock().await.execute_script(query).await;
+        let mut responses = results
+            .into_iter()
+            .map(|result| encode::response(result, &Format::UnifiedText))
+            .collect::<PgWireResult<Vec<_>>>()?;
+        if let Some(error) = error {
+            responses.push(Response::Error(Box::new(error_info(&error))));
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Backend {
+    type Statement = PreparedStatement;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let _busy = self.activity.begin();
+        self._on_execute(client, message).await
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &portal.statement.statement;
+        tracing::debug!(query = prepared.sql(), "extended query");
+        let params = if portal.parameter_len() == 0 {
+            None
+        } else {
+            let inferred = prepared.parameter_types();
+            let inferred_refs: Vec<Option<&DataType>> =
+                inferred.iter().map(Option::as_ref).collect();
+            Some(arrow_pg::datatypes::df::deserialize_parameters(
+                portal,
+                &inferred_refs,
+            )?)
+        };
+        let result = self
+            .session
+            .lock()
+            .await
+            .execute_prepared(prepared, params)
+            .await
+            .map_err(to_pgwire_error)?;
+        encode::response(result, &portal.result_column_format)
+    }
+}
+
+/// Parses (and plans) statements for the extended protocol in the session's context.
+pub struct Parser {
+    session: Arc<Mutex<Session>>,
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = PreparedStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let session = self.session.lock().await;
+        session
+            .prepare(sql)
+            .await
+            .map(Some)
+            .map_err(to_pgwire_error)
+    }
+
+    fn get_parameter_types(&self, statement: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        statement
+            .parameter_types()
+            .iter()
+            .map(|inferred| match inferred {
+                Some(data_type) => arrow_pg::datatypes::into_pg_type(data_type),
+                None => Ok(Type::UNKNOWN),
+            })
+            .collect()
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let format = column_format.cloned().unwrap_or(Format::UnifiedText);
+        encode::fields(&statement.result_schema(), &format)
+    }
+}

@@ -1,0 +1,15 @@
+//! The PostgreSQL v3 wire protocol for Zyron, over TCP.
+//!
+//! [`PgServer`] accepts connections and gives each one its own engine
+//! [`Session`](zyron_engine::Session). Protocol framing, startup and the
+//! extended-query state machine are `pgwire`'s; this crate maps SQL results to
+//! wire messages (types through `arrow-pg`, in text and binary formats),
+//! errors to ErrorResponse with their SQLSTATE, and implements the server's
+//! connection limit and graceful shutdown.
+
+mod activity;
+mod encode;
+mod handler;
+mod server;
+
+pub use server::{GatewayOptions, PgServer, ServerStats};

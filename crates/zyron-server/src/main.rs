@@ -1,0 +1,211 @@
+//! `zyron`: the server binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use tracing_subscriber::EnvFilter;
+
+use zyron_common::{Config, ZyronError};
+use zyron_server::{Demo, ProgressFn};
+
+/// Zyron: a lakehouse database that speaks PostgreSQL.
+#[derive(Parser, Debug)]
+#[command(name = "zyron", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start the server and accept PostgreSQL connections until SIGINT/SIGTERM.
+    ///
+    /// Settings come from the defaults, then the --config file, then the flags.
+    /// Connect with `psql -h 127.0.0.1 -p 5433` (any user name, no password).
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// TOML configuration file (keys: data_dir, pg_listen, max_connections,
+    /// shutdown_grace_ms, target_partitions, query_memory_limit_mib).
+    #[arg(short, long, value_name = "FILE", env = "ZYRON_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Directory for the server's files [default: ./zyron-data]
+    #[arg(short = 'D', long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Address for PostgreSQL clients [default: 127.0.0.1:5433]
+    #[arg(short, long, value_name = "HOST:PORT")]
+    listen: Option<SocketAddr>,
+
+    /// Refuse connections beyond this many (SQLSTATE 53300) [default: 100]
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+
+    /// On shutdown, let in-flight queries run this long before cancelling them [default: 10000]
+    #[arg(long, value_name = "MS")]
+    shutdown_grace_ms: Option<u64>,
+
+    /// Load demo data before accepting connections.
+    #[arg(long, value_enum, value_name = "DATASET")]
+    demo: Option<DemoKind>,
+
+    /// Scale factor of the demo data (TPC-H SF 1 is about 1 GB in memory).
+    #[arg(long, value_name = "SF", default_value_t = 0.1, requires = "demo")]
+    demo_scale: f64,
+
+    /// Log filter, e.g. `info`, `debug`, `zyron_gateway=debug` (or set RUST_LOG).
+    #[arg(long, value_name = "FILTER", default_value = "info")]
+    log: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum DemoKind {
+    /// The eight TPC-H tables, generated in process.
+    Tpch,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    init_logging(&args.log);
+    let config = match effective_config(&args) {
+        Ok(config) => config,
+        Err(e) => return fail(&e),
+    };
+    let demo = args.demo.map(|DemoKind::Tpch| Demo::Tpch {
+        scale_factor: args.demo_scale,
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&ZyronError::io("starting the runtime", &e)),
+    };
+    match runtime.block_on(run(config, demo)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+async fn run(config: Config, demo: Option<Demo>) -> Result<(), ZyronError> {
+    tracing::info!(data_dir = %config.data_dir.display(), "starting zyron {}", env!("CARGO_PKG_VERSION"));
+    let (bar, progress) = progress_bar();
+    let server = zyron_server::start(config, demo, progress).await?;
+    bar.finish_and_clear();
+    let addr = server.pg_addr;
+    tracing::info!(%addr, "accepting PostgreSQL connections");
+    eprintln!(
+        "Zyron is ready. Connect with:\n    psql -h {} -p {}\nStop with Ctrl-C.",
+        addr.ip(),
+        addr.port()
+    );
+    let token = server.shutdown_token();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested: finishing in-flight queries");
+        token.cancel();
+    });
+    let stats = server.wait().await?;
+    tracing::info!(
+        accepted = stats.connections_accepted,
+        refused = stats.connections_refused,
+        drained = stats.queries_drained,
+        cancelled = stats.queries_cancelled,
+        "zyron stopped"
+    );
+    Ok(())
+}
+
+fn effective_config(args: &ServeArgs) -> Result<Config, ZyronError> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                ZyronError::io(&format!("cannot read config file {}", path.display()), &e)
+            })?;
+            Config::from_toml(&text)?
+        }
+        None => Config::default(),
+    };
+    if let Some(dir) = &args.data_dir {
+        config.data_dir = dir.clone();
+    }
+    if let Some(listen) = args.listen {
+        config.pg_listen = listen;
+    }
+    if let Some(max) = args.max_connections {
+        config.max_connections = max;
+    }
+    if let Some(grace) = args.shutdown_grace_ms {
+        config.shutdown_grace_ms = grace;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn progress_bar() -> (ProgressBar, Option<ProgressFn>) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg:>10} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let handle = bar.clone();
+    let progress: ProgressFn = Arc::new(move |p| {
+        handle.set_message(p.table);
+        handle.set_length(p.rows_expected.max(p.rows_done));
+        handle.set_position(p.rows_done);
+    });
+    (bar, Some(progress))
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn init_logging(filter: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn fail(e: &ZyronError) -> ExitCode {
+    eprintln!("zyron: error: {}", e.message());
+    if let Some(hint) = e.hint() {
+        eprintln!("zyron: hint: {hint}");
+    }
+    ExitCode::FAILURE
+}

@@ -1,0 +1,263 @@
+//! The PostgreSQL protocol as drivers use it: extended protocol with
+//! parameters, text and binary formats for each type, SQLSTATE errors,
+//! connection limits and graceful shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use common::{TestServer, sqlstate};
+use tokio_postgres::SimpleQueryMessage;
+
+const TYPES_DDL: &str = "CREATE TABLE typed (
+    i2 SMALLINT, i4 INT, i8 BIGINT, f4 REAL, f8 DOUBLE PRECISION, num NUMERIC(12, 3),
+    t TEXT, v VARCHAR, b BOOLEAN, d DATE, ts TIMESTAMP, tstz TIMESTAMPTZ, bin BYTEA)";
+
+fn simple_rows(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<Option<String>>> {
+    messages
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).map(str::to_owned))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_type_round_trips_in_binary_and_text() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client.batch_execute(TYPES_DDL).await.unwrap();
+
+    let date = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+    let ts: NaiveDateTime = date.and_hms_micro_opt(20, 15, 1, 123_456).unwrap();
+    let tstz: DateTime<Utc> = ts.and_utc();
+    // Parameters are sent in binary, typed from the server's ParameterDescription.
+    let inserted = client
+        .execute(
+            "INSERT INTO typed (i2, i4, i8, f4, f8, t, v, b, d, ts, tstz, bin) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            &[
+                &-7i16,
+                &2_000_000_000i32,
+                &-9_000_000_000_000i64,
+                &1.5f32,
+                &-2.25f64,
+                &"text ü",
+                &"varchar",
+                &true,
+                &date,
+                &ts,
+                &tstz,
+                &vec![0u8, 1, 255],
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(inserted, 1);
+    client
+        .batch_execute("INSERT INTO typed (num) VALUES (12345.678)")
+        .await
+        .unwrap();
+
+    // Binary results (the extended protocol asks for binary).
+    let row = client
+        .query_one(
+            "SELECT i2, i4, i8, f4, f8, t, v, b, d, ts, tstz, bin FROM typed WHERE i4 IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i16>(0), -7);
+    assert_eq!(row.get::<_, i32>(1), 2_000_000_000);
+    assert_eq!(row.get::<_, i64>(2), -9_000_000_000_000);
+    assert_eq!(row.get::<_, f32>(3), 1.5);
+    assert_eq!(row.get::<_, f64>(4), -2.25);
+    assert_eq!(row.get::<_, String>(5), "text ü");
+    assert_eq!(row.get::<_, String>(6), "varchar");
+    assert!(row.get::<_, bool>(7));
+    assert_eq!(row.get::<_, NaiveDate>(8), date);
+    assert_eq!(row.get::<_, NaiveDateTime>(9), ts);
+    assert_eq!(row.get::<_, DateTime<Utc>>(10), tstz);
+    assert_eq!(row.get::<_, Vec<u8>>(11), vec![0u8, 1, 255]);
+
+    // The wire types are PostgreSQL's.
+    let types: Vec<String> = row
+        .columns()
+        .iter()
+        .map(|c| c.type_().name().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "int2",
+            "int4",
+            "int8",
+            "float4",
+            "float8",
+            "text",
+            "text",
+            "bool",
+            "date",
+            "timestamp",
+            "timestamptz",
+            "bytea"
+        ]
+    );
+
+    // Text results (the simple protocol).
+    let rows = simple_rows(
+        client
+            .simple_query("SELECT i2, i8, f8, b, d, bin FROM typed WHERE i4 IS NOT NULL")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            Some("-7".to_owned()),
+            Some("-9000000000000".to_owned()),
+            Some("-2.25".to_owned()),
+            Some("t".to_owned()),
+            Some("2026-11-29".to_owned()),
+            Some("\\x0001ff".to_owned()),
+        ]]
+    );
+    let numeric = simple_rows(
+        client
+            .simple_query("SELECT num FROM typed WHERE num IS NOT NULL")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(numeric[0][0].as_deref(), Some("12345.678"));
+    let numeric_type = client.prepare("SELECT num FROM typed").await.unwrap();
+    assert_eq!(numeric_type.columns()[0].type_().name(), "numeric");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_take_parameters_and_errors_keep_the_session() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE kv (k INT, v TEXT); INSERT INTO kv VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+        .await
+        .unwrap();
+    let by_key = client
+        .prepare("SELECT v FROM kv WHERE k = $1")
+        .await
+        .unwrap();
+    assert_eq!(by_key.params()[0].name(), "int4");
+    for (k, expected) in [(1, "one"), (3, "three")] {
+        let row = client.query_one(&by_key, &[&k]).await.unwrap();
+        assert_eq!(row.get::<_, String>(0), expected);
+    }
+    let range = client
+        .query(
+            "SELECT k FROM kv WHERE k BETWEEN $1 AND $2 ORDER BY k",
+            &[&2i32, &3i32],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        range.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+
+    for (sql, code) in [
+        ("SELEC 1", "42601"),
+        ("SELECT * FROM nowhere", "42P01"),
+        ("SELECT nope FROM kv", "42703"),
+        ("SELECT k / 0 FROM kv", "22012"),
+    ] {
+        let err = client.query(sql, &[]).await.expect_err(sql);
+        assert_eq!(sqlstate(&err), code, "{sql}");
+        let err = client.simple_query(sql).await.expect_err(sql);
+        assert_eq!(sqlstate(&err), code, "{sql} (simple)");
+    }
+    // Still usable after every error.
+    let row = client
+        .query_one("SELECT count(*) FROM kv", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_are_refused_with_53300() {
+    let server = TestServer::start_with(|c| c.max_connections = 1, None).await;
+    let first = server.connect().await;
+    let err = tokio_postgres::connect(
+        &common::connection_string(server.addr()),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .err()
+    .expect("second connection refused");
+    assert_eq!(sqlstate(&err), "53300");
+    assert_eq!(
+        first
+            .query_one("SELECT 1", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        1
+    );
+}
+
+/// A query slow enough to be in flight when shutdown starts, and cancellable.
+const SLOW_COUNT: &str =
+    "SELECT count(*) FROM generate_series(1, 20000) a, generate_series(1, 20000) b";
+const ENDLESS_COUNT: &str =
+    "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b";
+
+async fn wait_for_in_flight(server: &TestServer, count: usize) {
+    for _ in 0..10_000 {
+        if server.server.queries_in_flight() >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("query never started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_in_flight_queries_finish_and_closes_idle_sessions() {
+    let server = TestServer::start_with(|c| c.shutdown_grace_ms = 120_000, None).await;
+    let (_idle, idle_connection) = common::connect_watching(server.addr()).await;
+    let busy = server.connect().await;
+    let query = tokio::spawn(async move { busy.query_one(SLOW_COUNT, &[]).await });
+    wait_for_in_flight(&server, 1).await;
+
+    let stats = server.server.shutdown().await.unwrap();
+    let row = query.await.unwrap().expect("the in-flight query finished");
+    assert_eq!(row.get::<_, i64>(0), 400_000_000);
+    assert_eq!(stats.queries_drained, 1);
+    assert_eq!(stats.queries_cancelled, 0);
+    // The idle session was told why it was closed.
+    let ended = idle_connection
+        .await
+        .unwrap()
+        .expect_err("the server closed the session");
+    assert_eq!(sqlstate(&ended), "57P01");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cancels_queries_that_outlive_the_grace_period() {
+    let server = TestServer::start_with(|c| c.shutdown_grace_ms = 0, None).await;
+    let (busy, busy_connection) = common::connect_watching(server.addr()).await;
+    let query = tokio::spawn(async move { busy.query_one(ENDLESS_COUNT, &[]).await });
+    wait_for_in_flight(&server, 1).await;
+    let stats = server.server.shutdown().await.unwrap();
+    assert_eq!(stats.queries_cancelled, 1);
+    query.await.unwrap().expect_err("the query was cancelled");
+    let ended = busy_connection
+        .await
+        .unwrap()
+        .expect_err("the server closed the session");
+    assert_eq!(sqlstate(&ended), "57P01");
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs Zyron's whole test suite: unit tests, integration tests over the wire,
+# the sqllogictest files, and every benchmark suite at smoke scale (with its
+# peers: PostgreSQL 15 and DuckDB). One release build serves all of them.
+#
+# Installs what the tests need when it can (as root with apt, or with pip);
+# a peer that cannot be installed makes its comparison skip with a reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# One target directory kept across sessions and CI runs: a warm build is minutes, a cold one much longer.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/zyron-target}"
+mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
+
+have_postgres() { command -v psql >/dev/null && [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; }
+if ! have_postgres; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "test.sh: installing PostgreSQL 15 (server and psql) for the peer comparisons"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-client-15 >/dev/null
+    else
+        echo "test.sh: PostgreSQL 15 not found; its comparisons will be skipped"
+    fi
+fi
+if ! python3 -c 'import duckdb' 2>/dev/null; then
+    echo "test.sh: installing the duckdb Python package for the TPC-H comparison"
+    python3 -m pip install --quiet 'duckdb==2.0.1' || echo "test.sh: duckdb unavailable; its comparison will be skipped"
+fi
+
+exec cargo test --workspace --release "$@"
