@@ -60,6 +60,9 @@ impl Engine {
         // Clients expect `varchar` columns to come back as text, which both
         // string representations do; Utf8View is the faster one to execute.
         config.options_mut().sql_parser.map_string_types_to_utf8view = true;
+        // PostgreSQL sessions start in a time zone (UTC here, as `SHOW TimeZone`
+        // says); without one DataFusion plans TIMESTAMPTZ as a plain timestamp.
+        config.options_mut().execution.time_zone = Some("+00:00".to_owned());
 
         let mut runtime = RuntimeEnvBuilder::new();
         if options.query_memory_limit_bytes > 0 {

@@ -197,6 +197,9 @@ impl Session {
         prepared: &PreparedStatement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
+        let params = params
+            .map(|p| coerce_params(p, &prepared.parameter_types()))
+            .transpose()?;
         match &prepared.parsed {
             Some(parsed) => self.execute_parsed(parsed, params).await,
             None => Ok(StatementResult::Command(CommandTag::new(""))),
@@ -329,6 +332,35 @@ impl Session {
         let mut state = state.write();
         state.config_mut().options_mut().execution.time_zone = Some(zone);
     }
+}
+
+/// Casts each parameter to the type the plan expects. Drivers encode values
+/// by the PostgreSQL type (text arrives as Utf8), while a column may be
+/// stored as another Arrow type of the same SQL type (Utf8View); without the
+/// cast the value would be written with the wrong physical type.
+fn coerce_params(params: ParamValues, expected: &[Option<DataType>]) -> Result<ParamValues> {
+    let ParamValues::List(values) = params else {
+        return Ok(params);
+    };
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut param)| {
+            if let Some(Some(target)) = expected.get(index)
+                && param.value.data_type() != *target
+                && !param.value.is_null()
+            {
+                param.value = param.value.cast_to(target).map_err(|e| {
+                    ZyronError::new(
+                        SqlState::DATATYPE_MISMATCH,
+                        format!("parameter ${} cannot be used as {target}: {e}", index + 1),
+                    )
+                })?;
+            }
+            Ok(param)
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(ParamValues::List)
 }
 
 fn ends_block(parsed: &Parsed) -> bool {

@@ -35,7 +35,7 @@ impl Activity {
         Busy(self)
     }
 
-    fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::SeqCst) == 0
     }
 

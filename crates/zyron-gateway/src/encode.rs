@@ -1,6 +1,9 @@
 //! Engine results and errors as pgwire responses.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
 
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
 use datafusion::arrow::datatypes::Schema;
@@ -43,7 +46,7 @@ pub fn response(result: StatementResult, format: &Format) -> PgWireResult<Respon
                 .map(
                     move |batch| -> Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> {
                         match batch {
-                            Ok(batch) => encode_recordbatch(Arc::clone(&row_fields), batch),
+                            Ok(batch) => encode_batch(Arc::clone(&row_fields), batch),
                             // Errors found while producing rows (division by zero,
                             // bad casts) keep their SQLSTATE.
                             Err(e) => {
@@ -55,6 +58,24 @@ pub fn response(result: StatementResult, format: &Format) -> PgWireResult<Respon
                 .flat_map(stream::iter);
             Ok(Response::Query(QueryResponse::new(fields, rows)))
         }
+    }
+}
+
+/// Encodes one batch into DataRows. A panic inside the encoder (a type it
+/// does not expect) becomes an XX000 error for this query instead of taking
+/// the connection down.
+fn encode_batch(
+    fields: Arc<Vec<FieldInfo>>,
+    batch: RecordBatch,
+) -> Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> {
+    let encoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        encode_recordbatch(fields, batch).collect::<Vec<_>>()
+    }));
+    match encoded {
+        Ok(rows) => Box::new(rows.into_iter()),
+        Err(_) => Box::new(std::iter::once(Err(to_pgwire_error(ZyronError::internal(
+            "could not encode a result row for the client",
+        ))))),
     }
 }
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
-use futures::Sink;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, Sink};
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
@@ -21,6 +23,7 @@ use pgwire::messages::extendedquery::Execute;
 use pgwire::messages::simplequery::Query;
 use tokio::sync::Mutex;
 
+use zyron_common::ZyronError;
 use zyron_engine::{PreparedStatement, Session};
 
 use crate::activity::Activity;
@@ -107,7 +110,11 @@ impl SimpleQueryHandler for Backend {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         tracing::debug!(query, "simple query");
-        let (results, error) = self.session.lock().await.execute_script(query).await;
+        let mut session = self.session.lock().await;
+        let (results, error) = catch_panic(session.execute_script(query))
+            .await
+            .unwrap_or_else(|panic| (Vec::new(), Some(panic)));
+        drop(session);
         let mut responses = results
             .into_iter()
             .map(|result| encode::response(result, &Format::UnifiedText))
@@ -164,15 +171,32 @@ impl ExtendedQueryHandler for Backend {
                 &inferred_refs,
             )?)
         };
-        let result = self
-            .session
-            .lock()
+        let mut session = self.session.lock().await;
+        let result = catch_panic(session.execute_prepared(prepared, params))
             .await
-            .execute_prepared(prepared, params)
-            .await
+            .and_then(|result| result)
             .map_err(to_pgwire_error)?;
         encode::response(result, &portal.result_column_format)
     }
+}
+
+/// Runs `work`, turning a panic inside it into an XX000 error for this query:
+/// a bug in one statement must not close the client's connection.
+async fn catch_panic<T>(work: impl Future<Output = T>) -> Result<T, ZyronError> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .map_err(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown cause".to_owned());
+            tracing::error!(%message, "statement panicked");
+            ZyronError::internal(format!(
+                "internal error while executing the statement: {message}"
+            ))
+        })
 }
 
 /// Parses (and plans) statements for the extended protocol in the session's context.

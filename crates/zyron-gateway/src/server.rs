@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pgwire::api::ConnectionManager;
 use pgwire::api::cancel::DefaultCancelHandler;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -197,19 +197,28 @@ async fn serve_until_shutdown(
     };
     let serve = pgwire::tokio::process_socket(stream, None, handlers);
     tokio::pin!(serve);
-    let mut was_busy = false;
+    // Whether a query was in flight when shutdown began; decided once, so the
+    // outcome does not depend on which branch below wins a race.
+    let mut busy_at_shutdown = None;
     let drained = tokio::select! {
         result = &mut serve => {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "connection ended with an I/O error");
             }
-            return Ending::ClientLeft;
+            None
         }
         drained = async {
             shutdown.cancelled().await;
-            was_busy = !activity.wait_idle(Duration::ZERO).await;
+            busy_at_shutdown = Some(!activity.is_idle());
             activity.wait_idle(grace).await
-        } => drained,
+        } => Some(drained),
+    };
+    let Some(drained) = drained else {
+        // The client left on its own (possibly right after its last query finished).
+        return match busy_at_shutdown {
+            Some(true) => Ending::Drained,
+            _ => Ending::ClientLeft,
+        };
     };
     // Stop serving (cancelling a query that overran the grace period), then say why.
     drop(serve);
@@ -219,10 +228,10 @@ async fn serve_until_shutdown(
         "terminating connection due to administrator command",
     )
     .await;
-    match (was_busy, drained) {
-        (false, _) => Ending::ClientLeft,
-        (true, true) => Ending::Drained,
-        (true, false) => Ending::Cancelled,
+    match (busy_at_shutdown, drained) {
+        (Some(true), true) => Ending::Drained,
+        (Some(true), false) => Ending::Cancelled,
+        _ => Ending::ClientLeft,
     }
 }
 
@@ -246,15 +255,37 @@ async fn refuse(stream: TcpStream) {
     }
 }
 
+/// How long a closing connection waits for the client to hang up after the FATAL message.
+const LINGER: Duration = Duration::from_secs(2);
+/// Unread client bytes discarded while lingering, at most.
+const LINGER_MAX_BYTES: usize = 1 << 20;
+
 /// Writes a FATAL ErrorResponse and closes the socket.
+///
+/// The close lingers: the server half-closes, then reads (and discards) what
+/// the client still sends until it hangs up. Closing a socket with unread
+/// input makes the kernel send a reset, and a reset can destroy the FATAL
+/// message before the client reads it.
 async fn send_fatal(stream: std::net::TcpStream, code: SqlState, message: &str) {
     let Ok(mut stream) = TcpStream::from_std(stream) else {
         return;
     };
     let frame = fatal_error_frame(code, message);
     // The client may be gone already; nothing more to do then.
-    let _ = stream.write_all(&frame).await;
-    let _ = stream.shutdown().await;
+    if stream.write_all(&frame).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buffer = [0u8; 8192];
+        let mut discarded = 0;
+        while discarded < LINGER_MAX_BYTES {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => discarded += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// An ErrorResponse ('E') message with severity FATAL, built by hand because

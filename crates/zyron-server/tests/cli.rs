@@ -67,6 +67,17 @@ struct Served {
     _stderr: std::thread::JoinHandle<()>,
 }
 
+impl Drop for Served {
+    /// A failing test must not leave a server behind (it would also hold the
+    /// test harness's output pipe open).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn serve(data_dir: &Path, extra: &[&str]) -> Served {
     let port = zyron_bench::postgres::free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -177,17 +188,12 @@ fn psql_runs_the_22_tpch_queries_on_the_demo_data_then_sigterm_stops_cleanly() {
             assert!((59_000..61_000).contains(&lineitems), "{lineitems}");
             for file in tpch_query_files() {
                 let out = psql(served.port, &["-f", file.to_str().unwrap()]).unwrap();
-                let stdout = String::from_utf8(out.stdout).unwrap();
+                // Answers are checked against DuckDB's by the tpch suite; here psql must run each cleanly.
                 assert!(
-                    out.status.success(),
+                    out.status.success() && out.stderr.is_empty(),
                     "{}: {}",
                     file.display(),
                     String::from_utf8_lossy(&out.stderr)
-                );
-                assert!(
-                    !stdout.trim().is_empty(),
-                    "{} returned no rows",
-                    file.display()
                 );
             }
         }
@@ -203,5 +209,6 @@ fn psql_runs_the_22_tpch_queries_on_the_demo_data_then_sigterm_stops_cleanly() {
             .success()
     );
     let status = served.child.wait().unwrap();
+    drop(served);
     assert!(status.success(), "{status:?}");
 }
