@@ -13,9 +13,14 @@ use serde::Deserialize;
 use serde_json::json;
 
 const WORKER: &str = r#"
-import sys, json, time, decimal, datetime
+import sys, os, json, time
+# Replies go to the original stdout; anything DuckDB prints itself (progress
+# bars) goes to stderr instead of corrupting the protocol.
+reply = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 import duckdb
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 threads = sys.argv[1] if len(sys.argv) > 1 else None
 if threads:
     con.execute(f"SET threads = {int(threads)}")
@@ -37,8 +42,8 @@ for line in sys.stdin:
         out = {"ok": True, "times_ms": times, "rows": [[text(v) for v in r] for r in rows]}
     except Exception as e:
         out = {"ok": False, "error": str(e)}
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
+    reply.write(json.dumps(out) + "\n")
+    reply.flush()
 "#;
 
 /// The DuckDB version the worker runs, or why DuckDB is unavailable.

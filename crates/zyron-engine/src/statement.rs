@@ -2,6 +2,7 @@
 //! for statements that return no rows.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
@@ -99,7 +100,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
         .with_dialect(&dialect)
         .build()
         .and_then(|mut parser| parser.parse_statements());
-    let compat = PostgresCompatibilityParser::new();
+    let compat = compatibility_parser();
     match df_result {
         Ok(statements) => statements
             .into_iter()
@@ -118,6 +119,13 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
             Err(_) => Err(to_zyron_error(df_error.into())),
         },
     }
+}
+
+/// Building the compatibility parser tokenizes its whole rewrite table, so it
+/// is built once per process rather than once per statement.
+fn compatibility_parser() -> &'static PostgresCompatibilityParser {
+    static PARSER: OnceLock<PostgresCompatibilityParser> = OnceLock::new();
+    PARSER.get_or_init(PostgresCompatibilityParser::new)
 }
 
 fn classify(statement: DfStatement) -> Result<Parsed> {
