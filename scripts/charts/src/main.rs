@@ -172,7 +172,7 @@ fn draw_bars(
         .margin(12)
         .x_label_area_size(30)
         .y_label_area_size(200)
-        .build_cartesian_2d(0.0..max * 1.1, (0..rows).into_segmented())?;
+        .build_cartesian_2d(0.0..max * 1.5, (0..rows).into_segmented())?;
     let labels: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
     chart
         .configure_mesh()
