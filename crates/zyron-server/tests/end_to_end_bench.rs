@@ -14,7 +14,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, NoTls};
 use zyron_bench::duckdb::same_rows;
 use zyron_bench::postgres::{TempPostgres, free_port, wait_until_accepting};
 use zyron_bench::{Metric, Samples, SuiteRun};
@@ -199,15 +199,7 @@ async fn live(system: &mut dyn Lifecycle, seed: &[String], queries: usize) -> Li
             .await
             .expect("analytical query");
         query_ms.push(query_started.elapsed().as_secs_f64() * 1e3);
-        answer = messages
-            .into_iter()
-            .filter_map(|m| match m {
-                SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
-                }
-                _ => None,
-            })
-            .collect();
+        answer = common::simple_rows(messages);
     }
     drop(client);
     let shutdown = tokio::task::block_in_place(|| system.terminate());
@@ -250,11 +242,7 @@ impl Figures {
 
 #[test]
 fn end_to_end_bench() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(bench());
+    common::block_on(bench());
 }
 
 async fn bench() {

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 use zyron_bench::duckdb::{DuckDb, same_rows};
 use zyron_bench::{Metric, Samples, SuiteRun, workspace_root};
 use zyron_engine::datafusion::dataframe::DataFrameWriteOptions;
@@ -33,20 +33,11 @@ fn queries() -> Vec<(String, String)> {
 }
 
 async fn run_on_zyron(client: &Client, sql: &str) -> Rows {
-    client
+    let messages = client
         .simple_query(sql)
         .await
-        .unwrap_or_else(|e| panic!("zyron failed: {e}\n{sql}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).map(str::to_owned))
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .collect()
+        .unwrap_or_else(|e| panic!("zyron failed: {e}\n{sql}"));
+    common::simple_rows(messages)
 }
 
 /// Writes the generated tables as Parquet and loads them into DuckDB, so both
@@ -83,11 +74,7 @@ async fn load_duckdb(
 
 #[test]
 fn tpch_bench() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(bench());
+    common::block_on(bench());
 }
 
 async fn bench() {

@@ -7,26 +7,11 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use common::{TestServer, sqlstate};
-use tokio_postgres::SimpleQueryMessage;
+use common::{TestServer, simple_rows, sqlstate};
 
 const TYPES_DDL: &str = "CREATE TABLE typed (
     i2 SMALLINT, i4 INT, i8 BIGINT, f4 REAL, f8 DOUBLE PRECISION, num NUMERIC(12, 3),
     t TEXT, v VARCHAR, b BOOLEAN, d DATE, ts TIMESTAMP, tstz TIMESTAMPTZ, bin BYTEA)";
-
-fn simple_rows(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<Option<String>>> {
-    messages
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).map(str::to_owned))
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_type_round_trips_in_binary_and_text() {
@@ -135,8 +120,15 @@ async fn every_type_round_trips_in_binary_and_text() {
             .unwrap(),
     );
     assert_eq!(numeric[0][0].as_deref(), Some("12345.678"));
-    let numeric_type = client.prepare("SELECT num FROM typed").await.unwrap();
-    assert_eq!(numeric_type.columns()[0].type_().name(), "numeric");
+    let numeric = client
+        .query_one("SELECT num FROM typed WHERE num IS NOT NULL", &[])
+        .await
+        .unwrap();
+    assert_eq!(numeric.columns()[0].type_().name(), "numeric");
+    assert_eq!(
+        numeric.get::<_, rust_decimal::Decimal>(0),
+        "12345.678".parse::<rust_decimal::Decimal>().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

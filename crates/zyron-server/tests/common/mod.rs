@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 use zyron_common::Config;
 use zyron_server::{Demo, RunningServer};
 
@@ -80,4 +80,28 @@ pub async fn connect_watching(
         .await
         .expect("client connects");
     (client, tokio::spawn(connection))
+}
+
+/// The rows of a simple-protocol reply, as text (None for NULL).
+pub fn simple_rows(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<Option<String>>> {
+    messages
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).map(str::to_owned))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs a benchmark body on a multi-threaded runtime (suites are plain `#[test]`s).
+pub fn block_on<F: std::future::Future>(body: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(body)
 }
