@@ -1,5 +1,6 @@
 //! `zyron`: the server binary.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -199,6 +200,8 @@ fn init_logging(filter: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only help a terminal; in log files they are noise.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
