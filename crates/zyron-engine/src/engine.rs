@@ -20,21 +20,12 @@ pub const DEFAULT_DATABASE: &str = "zyron";
 pub const DEFAULT_SCHEMA: &str = "public";
 
 /// How the engine is set up; the server fills this from its configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     /// Parallelism of one query; 0 means one partition per core.
     pub target_partitions: usize,
     /// Memory one query may hold, in bytes; 0 means no limit.
     pub query_memory_limit_bytes: usize,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        Self {
-            target_partitions: 0,
-            query_memory_limit_bytes: 0,
-        }
-    }
 }
 
 /// Shared state behind every session: the catalog and the execution runtime.
