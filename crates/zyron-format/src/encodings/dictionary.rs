@@ -1,0 +1,194 @@
+//! Dictionary: the distinct values, sorted, in a `values` stream and one code per row in a
+//! `codes` stream (bit-packed by the cascade). Sorting keeps code order equal to value order.
+//! Filters evaluate once per distinct value and then look codes up in a table, so a string
+//! comparison over a block costs one pass over small integers.
+//!
+//! Body: `distinct: uvarint | values node (distinct values) | codes node (len values)`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::{
+    Bytes, BytesRef, BytesVec, Cascade, Domain, Encoding, EncodingId, FloatLane, Floats, Ints,
+    decode_all, decode_stream, encode_stream, filter_stream, read_child, write_child,
+};
+use crate::error::{Result, corrupt};
+use crate::io::{ByteReader, ByteWriter};
+
+pub struct Dictionary;
+
+/// Most distinct values a dictionary may hold.
+pub const MAX_DICTIONARY_VALUES: usize = 1 << 16;
+
+/// What a domain must offer to be dictionary-encoded.
+pub trait DictionaryDomain: Domain {
+    /// Sorted distinct values and each row's code; `None` above `max_distinct`.
+    fn build(values: Self::Input<'_>, max_distinct: usize) -> Option<(Self::Owned, Vec<i64>)>;
+    /// Appends `dictionary[code]` for each code (codes already checked to be in range).
+    fn lookup(dictionary: &Self::Owned, codes: &[i64], out: &mut Self::Owned) -> Result<()>;
+}
+
+fn max_distinct(len: usize) -> usize {
+    (len / 2).min(MAX_DICTIONARY_VALUES)
+}
+
+impl<D: DictionaryDomain> Encoding<D> for Dictionary
+where
+    for<'a> D::Input<'a>: Copy,
+{
+    const ID: EncodingId = EncodingId::DICTIONARY;
+    fn encode(values: D::Input<'_>, cascade: Cascade) -> Option<Vec<u8>> {
+        let (dictionary, codes) = D::build(values, max_distinct(D::len(values)))?;
+        let mut w = ByteWriter::default();
+        w.uvarint(D::owned_len(&dictionary) as u64);
+        write_child(
+            &mut w,
+            &encode_stream::<D>(D::as_input(&dictionary), cascade.child()),
+        );
+        write_child(&mut w, &encode_stream::<Ints>(&codes, cascade.child()));
+        Some(w.buf)
+    }
+
+    fn decode(body: &[u8], len: usize, rows: Range<usize>, out: &mut D::Owned) -> Result<()> {
+        let parts = Parts::parse(body, len)?;
+        let codes = parts.codes(&rows)?;
+        let dictionary = decode_all::<D>(parts.values_node, parts.distinct)?;
+        D::lookup(&dictionary, &codes, out)
+    }
+
+    fn filter(
+        body: &[u8],
+        len: usize,
+        rows: Range<usize>,
+        m: &D::Matcher,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        let parts = Parts::parse(body, len)?;
+        let mut table = Vec::with_capacity(parts.distinct);
+        filter_stream::<D>(
+            parts.values_node,
+            parts.distinct,
+            0..parts.distinct,
+            m,
+            &mut table,
+        )?;
+        let codes = parts.codes(&rows)?;
+        out.extend(codes.iter().map(|c| table[*c as usize]));
+        Ok(())
+    }
+}
+
+struct Parts<'a> {
+    distinct: usize,
+    values_node: &'a [u8],
+    codes_node: &'a [u8],
+    len: usize,
+}
+
+impl<'a> Parts<'a> {
+    fn parse(body: &'a [u8], len: usize) -> Result<Self> {
+        let mut r = ByteReader::new(body, "dictionary stream");
+        let distinct = r.uvarint_max(MAX_DICTIONARY_VALUES as u64, "dictionary size")?;
+        let values_node = read_child(&mut r)?;
+        let codes_node = read_child(&mut r)?;
+        Ok(Self {
+            distinct,
+            values_node,
+            codes_node,
+            len,
+        })
+    }
+
+    fn codes(&self, rows: &Range<usize>) -> Result<Vec<i64>> {
+        let mut codes = Vec::with_capacity(rows.len());
+        decode_stream::<Ints>(self.codes_node, self.len, rows.clone(), &mut codes)?;
+        if let Some(bad) = codes
+            .iter()
+            .find(|c| **c < 0 || **c as usize >= self.distinct)
+        {
+            return corrupt(format!(
+                "dictionary code {bad} with {} values",
+                self.distinct
+            ));
+        }
+        Ok(codes)
+    }
+}
+
+fn codes_for<K: std::hash::Hash + Eq + Copy>(
+    keys: impl Iterator<Item = K>,
+    sorted: &[K],
+) -> Vec<i64> {
+    let index: HashMap<K, i64> = sorted
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (*k, i as i64))
+        .collect();
+    keys.map(|k| index[&k]).collect()
+}
+
+fn distinct<K: std::hash::Hash + Eq + Copy>(
+    keys: impl Iterator<Item = K>,
+    max: usize,
+) -> Option<Vec<K>> {
+    let mut seen = std::collections::HashSet::new();
+    for k in keys {
+        if seen.insert(k) && seen.len() > max {
+            return None;
+        }
+    }
+    Some(seen.into_iter().collect())
+}
+
+impl DictionaryDomain for Ints {
+    fn build(values: &[i64], max: usize) -> Option<(Vec<i64>, Vec<i64>)> {
+        let mut dictionary = distinct(values.iter().copied(), max)?;
+        dictionary.sort_unstable();
+        let codes = codes_for(values.iter().copied(), &dictionary);
+        Some((dictionary, codes))
+    }
+    fn lookup(dictionary: &Vec<i64>, codes: &[i64], out: &mut Vec<i64>) -> Result<()> {
+        out.extend(codes.iter().map(|c| dictionary[*c as usize]));
+        Ok(())
+    }
+}
+
+impl<F: FloatLane> DictionaryDomain for Floats<F> {
+    fn build(values: &[F], max: usize) -> Option<(Vec<F>, Vec<i64>)> {
+        let mut bits = distinct(values.iter().map(|v| v.to_bits64()), max)?;
+        bits.sort_unstable_by(|a, b| {
+            F::from_bits64(*a)
+                .to_f64()
+                .total_cmp(&F::from_bits64(*b).to_f64())
+        });
+        let codes = codes_for(values.iter().map(|v| v.to_bits64()), &bits);
+        Some((bits.into_iter().map(F::from_bits64).collect(), codes))
+    }
+    fn lookup(dictionary: &Vec<F>, codes: &[i64], out: &mut Vec<F>) -> Result<()> {
+        out.extend(codes.iter().map(|c| dictionary[*c as usize]));
+        Ok(())
+    }
+}
+
+impl DictionaryDomain for Bytes {
+    fn build(values: BytesRef<'_>, max: usize) -> Option<(BytesVec, Vec<i64>)> {
+        let mut dictionary = distinct(values.iter(), max)?;
+        dictionary.sort_unstable();
+        let codes = codes_for(values.iter(), &dictionary);
+        Some((BytesVec::from_iter(dictionary).ok()?, codes))
+    }
+    fn lookup(dictionary: &BytesVec, codes: &[i64], out: &mut BytesVec) -> Result<()> {
+        let d = dictionary.as_ref();
+        let total: usize = codes.iter().map(|c| d.get(*c as usize).len()).sum();
+        if out.data.len() + total > i32::MAX as usize {
+            return corrupt("decoded strings exceed 2 GiB in one batch");
+        }
+        out.data.reserve(total);
+        out.offsets.reserve(codes.len());
+        for c in codes {
+            out.data.extend_from_slice(d.get(*c as usize));
+            out.offsets.push(out.data.len() as i32);
+        }
+        Ok(())
+    }
+}

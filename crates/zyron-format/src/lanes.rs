@@ -1,0 +1,264 @@
+//! Conversions between Arrow arrays and the streams blocks store (SPEC.md, "Column values").
+//!
+//! Integer-like types become 64-bit lanes. UInt64 is stored with its top bit flipped so that
+//! lane order equals value order (which filters on bit-packed data rely on).
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, PrimitiveArray, StringArray,
+    StringViewArray,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::*;
+
+use crate::encodings::{BytesVec, FloatLane};
+use crate::error::{FormatError, Result, corrupt};
+
+const U64_FLIP: u64 = 1 << 63;
+
+macro_rules! int_types {
+    ($m:ident, $dt:expr, $($args:tt)*) => {
+        match $dt {
+            DataType::Int8 => $m!(Int8Type, $($args)*),
+            DataType::Int16 => $m!(Int16Type, $($args)*),
+            DataType::Int32 => $m!(Int32Type, $($args)*),
+            DataType::Int64 => $m!(Int64Type, $($args)*),
+            DataType::UInt8 => $m!(UInt8Type, $($args)*),
+            DataType::UInt16 => $m!(UInt16Type, $($args)*),
+            DataType::UInt32 => $m!(UInt32Type, $($args)*),
+            DataType::Date32 => $m!(Date32Type, $($args)*),
+            DataType::Time64(TimeUnit::Microsecond) => $m!(Time64MicrosecondType, $($args)*),
+            DataType::Time64(TimeUnit::Nanosecond) => $m!(Time64NanosecondType, $($args)*),
+            DataType::Timestamp(TimeUnit::Second, _) => $m!(TimestampSecondType, $($args)*),
+            DataType::Timestamp(TimeUnit::Millisecond, _) => $m!(TimestampMillisecondType, $($args)*),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => $m!(TimestampMicrosecondType, $($args)*),
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => $m!(TimestampNanosecondType, $($args)*),
+            other => return Err(FormatError::Unwritable(format!("{other} is not an integer lane type"))),
+        }
+    };
+}
+
+/// An integer-like array's values as lanes; null slots repeat the previous value so they cost
+/// nothing to bit-pack or run-length encode.
+pub fn int_lanes(array: &dyn Array) -> Result<Vec<i64>> {
+    let mut lanes: Vec<i64> = match array.data_type() {
+        DataType::Boolean => array.as_boolean().values().iter().map(i64::from).collect(),
+        DataType::UInt64 => array
+            .as_primitive::<UInt64Type>()
+            .values()
+            .iter()
+            .map(|v| (v ^ U64_FLIP) as i64)
+            .collect(),
+        dt => {
+            macro_rules! collect {
+                ($t:ty,) => {
+                    array
+                        .as_primitive::<$t>()
+                        .values()
+                        .iter()
+                        .map(|v| *v as i64)
+                        .collect()
+                };
+            }
+            int_types!(collect, dt,)
+        }
+    };
+    fill_nulls(&mut lanes, array.logical_nulls().as_ref());
+    Ok(lanes)
+}
+
+fn fill_nulls<T: Copy + Default>(values: &mut [T], nulls: Option<&NullBuffer>) {
+    let Some(nulls) = nulls else { return };
+    let mut previous = nulls
+        .valid_indices()
+        .next()
+        .map(|i| values[i])
+        .unwrap_or_default();
+    for (i, v) in values.iter_mut().enumerate() {
+        if nulls.is_valid(i) {
+            previous = *v;
+        } else {
+            *v = previous;
+        }
+    }
+}
+
+/// The logical value of a lane of a column of type `dt` (used for statistics).
+pub fn lane_to_logical(dt: &DataType, lane: i64) -> i128 {
+    match dt {
+        DataType::UInt64 => i128::from((lane as u64) ^ U64_FLIP),
+        _ => i128::from(lane),
+    }
+}
+
+/// The logical range lanes of `dt` represent, and the map from a logical value into a lane.
+pub fn lane_domain(dt: &DataType) -> (i128, i128, fn(i128) -> i64) {
+    fn identity(v: i128) -> i64 {
+        v as i64
+    }
+    fn flip(v: i128) -> i64 {
+        ((v as u64) ^ U64_FLIP) as i64
+    }
+    match dt {
+        DataType::Boolean => (0, 1, identity),
+        DataType::Int8 => (i8::MIN.into(), i8::MAX.into(), identity),
+        DataType::Int16 => (i16::MIN.into(), i16::MAX.into(), identity),
+        DataType::Int32 | DataType::Date32 => (i32::MIN.into(), i32::MAX.into(), identity),
+        DataType::UInt8 => (0, u8::MAX.into(), identity),
+        DataType::UInt16 => (0, u16::MAX.into(), identity),
+        DataType::UInt32 => (0, u32::MAX.into(), identity),
+        DataType::UInt64 => (0, u64::MAX.into(), flip),
+        _ => (i64::MIN.into(), i64::MAX.into(), identity),
+    }
+}
+
+/// Builds an integer-like array of type `dt` from lanes, failing on lanes out of the type's range.
+pub fn ints_to_array(
+    dt: &DataType,
+    lanes: Vec<i64>,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    Ok(match dt {
+        DataType::Boolean => {
+            if lanes.iter().any(|v| *v != 0 && *v != 1) {
+                return corrupt("boolean lane other than 0 or 1");
+            }
+            Arc::new(BooleanArray::new(
+                lanes.iter().map(|v| *v == 1).collect(),
+                nulls,
+            ))
+        }
+        DataType::UInt64 => {
+            let values: ScalarBuffer<u64> =
+                lanes.into_iter().map(|v| (v as u64) ^ U64_FLIP).collect();
+            Arc::new(PrimitiveArray::<UInt64Type>::new(values, nulls))
+        }
+        DataType::Int64 | DataType::Time64(_) | DataType::Timestamp(_, _) => {
+            // These types share Int64's layout: reuse the lanes without a copy.
+            let int64 = PrimitiveArray::<Int64Type>::new(ScalarBuffer::from(lanes), nulls);
+            arrow::array::make_array(
+                int64
+                    .into_data()
+                    .into_builder()
+                    .data_type(dt.clone())
+                    .build()?,
+            )
+        }
+        dt => {
+            macro_rules! narrow {
+                ($t:ty,) => {{
+                    let mut values = Vec::with_capacity(lanes.len());
+                    for v in lanes {
+                        match <<$t as ArrowPrimitiveType>::Native>::try_from(v) {
+                            Ok(x) => values.push(x),
+                            Err(_) => return corrupt(format!("value {v} out of range for {dt}")),
+                        }
+                    }
+                    Arc::new(
+                        PrimitiveArray::<$t>::new(ScalarBuffer::from(values), nulls)
+                            .with_data_type(dt.clone()),
+                    ) as ArrayRef
+                }};
+            }
+            int_types!(narrow, dt,)
+        }
+    })
+}
+
+/// A 128-bit array's values as (low, high) lanes.
+pub fn wide_lanes(array: &dyn Array) -> (Vec<i64>, Vec<i64>) {
+    let mut values: Vec<i128> = array.as_primitive::<Decimal128Type>().values().to_vec();
+    fill_nulls(&mut values, array.logical_nulls().as_ref());
+    values
+        .iter()
+        .map(|v| (*v as i64, (*v >> 64) as i64))
+        .unzip()
+}
+
+pub fn wide_to_array(
+    dt: &DataType,
+    low: &[i64],
+    high: &[i64],
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    if low.len() != high.len() {
+        return corrupt("128-bit halves differ in length");
+    }
+    let values: ScalarBuffer<i128> = low
+        .iter()
+        .zip(high)
+        .map(|(l, h)| (i128::from(*h) << 64) | i128::from(*l as u64))
+        .collect();
+    Ok(Arc::new(
+        PrimitiveArray::<Decimal128Type>::new(values, nulls).with_data_type(dt.clone()),
+    ))
+}
+
+/// A float array's values.
+pub fn float_lanes<F: FloatLane + ArrowNativeType, T: ArrowPrimitiveType<Native = F>>(
+    array: &dyn Array,
+) -> Vec<F> {
+    let mut values = array.as_primitive::<T>().values().to_vec();
+    fill_nulls(&mut values, array.logical_nulls().as_ref());
+    values
+}
+
+/// A string or binary array's values (null slots are empty).
+pub fn bytes_lanes(array: &dyn Array) -> Result<BytesVec> {
+    let copy = |offsets: &[i32], data: &[u8]| -> BytesVec {
+        let base = offsets[0];
+        BytesVec {
+            offsets: offsets.iter().map(|o| o - base).collect(),
+            data: data[base as usize..*offsets.last().expect("offsets") as usize].to_vec(),
+        }
+    };
+    Ok(match array.data_type() {
+        DataType::Utf8 => {
+            let a = array.as_string::<i32>();
+            copy(a.value_offsets(), a.value_data())
+        }
+        DataType::Binary => {
+            let a = array.as_binary::<i32>();
+            copy(a.value_offsets(), a.value_data())
+        }
+        DataType::Utf8View => {
+            let a = array.as_string_view();
+            let mut out = BytesVec::default();
+            for i in 0..a.len() {
+                out.push(if a.is_null(i) {
+                    b""
+                } else {
+                    a.value(i).as_bytes()
+                })
+                .map_err(|e| FormatError::Unwritable(e.to_string()))?;
+            }
+            out
+        }
+        other => {
+            return Err(FormatError::Unwritable(format!(
+                "{other} is not a bytes type"
+            )));
+        }
+    })
+}
+
+pub fn bytes_to_array(
+    dt: &DataType,
+    values: BytesVec,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    if values.offsets.windows(2).any(|w| w[0] > w[1]) || values.offsets.first() != Some(&0) {
+        return corrupt("string offsets out of order");
+    }
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(values.offsets));
+    let data = values.data.into();
+    Ok(match dt {
+        DataType::Utf8 => Arc::new(StringArray::try_new(offsets, data, nulls)?),
+        DataType::Binary => Arc::new(BinaryArray::try_new(offsets, data, nulls)?),
+        DataType::Utf8View => Arc::new(StringViewArray::from(&StringArray::try_new(
+            offsets, data, nulls,
+        )?)),
+        other => return corrupt(format!("{other} read as bytes")),
+    })
+}

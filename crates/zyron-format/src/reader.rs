@@ -1,0 +1,1011 @@
+//! Reads `.zyr` files: opens with at most two reads, loads column records on demand, decodes
+//! only projected columns and only the vectors a request touches, prunes with zone maps and
+//! bloom filters, and evaluates filters on encoded data before materialising other columns.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::array::{
+    ArrayRef, BooleanArray, ListArray, RecordBatch, RecordBatchOptions, StructArray,
+};
+use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{DataType, SchemaRef};
+use bytes::Bytes;
+
+use crate::bloom::{Bloom, hash_bytes, hash_int};
+use crate::encodings::{self, BytesVec, Floats, Ints, VECTOR_LEN, decode_stream, filter_stream};
+use crate::error::{FormatError, Result, corrupt};
+use crate::io::ByteReader;
+use crate::lanes;
+use crate::layout::{
+    ColumnMeta, Footer, HEADER_LEN, MAX_COLUMN_RECORD_BYTES, TRAILER_LEN, Trailer, verify,
+};
+use crate::predicate::{
+    BytesMatcher, CmpOp, ColumnPredicate, FloatMatcher, IntMatcher, PredicateOp, Scalar,
+};
+use crate::stats::ZoneMap;
+use crate::types::Physical;
+
+/// Bytes read from the end of a file when opening it; the footer of a file with a few dozen
+/// columns, and often their column records, fit.
+pub const TAIL_READ_BYTES: u64 = 64 * 1024;
+
+/// Random-access bytes a file is read from.
+pub trait Source: Send + Sync {
+    fn len(&self) -> u64;
+    fn read(&self, range: Range<u64>) -> Result<Bytes>;
+}
+
+impl Source for Bytes {
+    fn len(&self) -> u64 {
+        Bytes::len(self) as u64
+    }
+    fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.end > Bytes::len(self) as u64 || range.start > range.end {
+            return corrupt(format!(
+                "read of {range:?} past the end of a {}-byte file",
+                Bytes::len(self)
+            ));
+        }
+        Ok(self.slice(range.start as usize..range.end as usize))
+    }
+}
+
+impl Source for std::fs::File {
+    fn len(&self) -> u64 {
+        self.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+    fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; (range.end - range.start) as usize];
+        self.read_exact_at(&mut buf, range.start)?;
+        Ok(buf.into())
+    }
+}
+
+/// How a scan uses its predicates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FilterMode {
+    /// Evaluate on encoded data while it pays: once the rows passing a block's filters exceed
+    /// [`AUTO_PUSHDOWN_MAX_SELECTIVITY`], later blocks only prune by zone maps.
+    #[default]
+    Auto,
+    /// Always evaluate predicates and return only matching rows.
+    Pushdown,
+    /// Only skip blocks and vectors by zone maps and bloom filters; rows are not filtered.
+    ZoneMapsOnly,
+}
+
+/// Above this fraction of rows passing, late materialisation saves less than the filter costs.
+pub const AUTO_PUSHDOWN_MAX_SELECTIVITY: f64 = 0.5;
+
+/// What to read.
+#[derive(Clone, Debug)]
+pub struct ScanOptions {
+    /// Top-level column indices to return; `None` for all.
+    pub projection: Option<Vec<usize>>,
+    pub predicates: Vec<ColumnPredicate>,
+    pub filter_mode: FilterMode,
+    pub verify_checksums: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        Self {
+            projection: None,
+            predicates: vec![],
+            filter_mode: FilterMode::Auto,
+            verify_checksums: true,
+        }
+    }
+}
+
+/// Counters a scan keeps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScanMetrics {
+    pub blocks: u64,
+    pub blocks_skipped: u64,
+    pub vectors: u64,
+    pub vectors_skipped: u64,
+    pub bloom_skips: u64,
+    pub blocks_filtered_encoded: u64,
+    pub rows_returned: u64,
+}
+
+/// An open `.zyr` file.
+pub struct ZyrFile {
+    source: Arc<dyn Source>,
+    len: u64,
+    footer: Footer,
+    /// The bytes read when opening, which may already hold column records.
+    tail: Bytes,
+    tail_start: u64,
+    records: Vec<OnceLock<Arc<ColumnMeta>>>,
+    reads: AtomicU64,
+    /// Bloom filters already read, by (node, block).
+    blooms: Mutex<std::collections::HashMap<(usize, usize), Arc<Bloom>>>,
+}
+
+impl std::fmt::Debug for ZyrFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZyrFile")
+            .field("len", &self.len)
+            .field("rows", &self.footer.num_rows)
+            .finish()
+    }
+}
+
+impl ZyrFile {
+    /// Opens a file: one read of the last [`TAIL_READ_BYTES`], and a second only if the footer is larger.
+    pub fn open(source: impl Source + 'static) -> Result<ZyrFile> {
+        Self::open_arc(Arc::new(source))
+    }
+
+    pub fn open_arc(source: Arc<dyn Source>) -> Result<ZyrFile> {
+        let len = source.len();
+        if len < HEADER_LEN + TRAILER_LEN {
+            return corrupt(format!(
+                "a .zyr file has at least {} bytes, this one {len}",
+                HEADER_LEN + TRAILER_LEN
+            ));
+        }
+        let tail_start = len - len.min(TAIL_READ_BYTES);
+        let tail = source.read(tail_start..len)?;
+        Self::from_tail(source, len, tail, tail_start)
+    }
+
+    /// Opens from bytes already read from the end of the file (`tail` starts at `tail_start`).
+    pub fn from_tail(
+        source: Arc<dyn Source>,
+        len: u64,
+        tail: Bytes,
+        tail_start: u64,
+    ) -> Result<ZyrFile> {
+        let mut reads = 1;
+        let trailer = Trailer::parse(&tail[tail.len() - TRAILER_LEN as usize..], len)?;
+        let footer_range = trailer.footer_offset..len - TRAILER_LEN;
+        let footer_bytes = if footer_range.start >= tail_start {
+            tail.slice(
+                (footer_range.start - tail_start) as usize
+                    ..(footer_range.end - tail_start) as usize,
+            )
+        } else {
+            reads += 1;
+            source.read(footer_range.clone())?
+        };
+        verify(|| "footer".into(), &footer_bytes, trailer.footer_checksum)?;
+        let footer = Footer::parse(&footer_bytes, trailer.footer_offset)?;
+        let records = (0..footer.nodes.len()).map(|_| OnceLock::new()).collect();
+        Ok(ZyrFile {
+            source,
+            len,
+            footer,
+            tail,
+            tail_start,
+            records,
+            reads: AtomicU64::new(reads),
+            blooms: Mutex::default(),
+        })
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.footer.schema.clone()
+    }
+    pub fn num_rows(&self) -> u64 {
+        self.footer.num_rows
+    }
+    pub fn file_len(&self) -> u64 {
+        self.len
+    }
+    /// Reads issued against the source so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.start >= self.tail_start && range.end <= self.len {
+            return Ok(self.tail.slice(
+                (range.start - self.tail_start) as usize..(range.end - self.tail_start) as usize,
+            ));
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.source.read(range)
+    }
+
+    /// The column record of column node `node`, read and checked on first use.
+    pub fn column_meta(&self, node: usize) -> Result<Arc<ColumnMeta>> {
+        if let Some(m) = self.records[node].get() {
+            return Ok(m.clone());
+        }
+        let r = self.footer.columns[node];
+        if u64::from(r.len) > MAX_COLUMN_RECORD_BYTES {
+            return corrupt(format!("column record of {} bytes", r.len));
+        }
+        let bytes = self.read(r.offset..r.offset + u64::from(r.len))?;
+        verify(
+            || format!("column record of {}", self.footer.nodes[node].field.name()),
+            &bytes,
+            r.checksum,
+        )?;
+        let meta = Arc::new(ColumnMeta::parse(
+            &bytes,
+            self.footer
+                .columns
+                .iter()
+                .map(|c| c.offset)
+                .min()
+                .unwrap_or(self.len),
+        )?);
+        self.check_meta(node, &meta)?;
+        Ok(self.records[node].get_or_init(|| meta).clone())
+    }
+
+    /// Loads the column records of `nodes` (one read when they are contiguous, as writers lay them out).
+    pub fn load_column_meta(&self, nodes: &[usize]) -> Result<()> {
+        let missing: Vec<usize> = nodes
+            .iter()
+            .copied()
+            .filter(|n| self.records[*n].get().is_none())
+            .collect();
+        let (Some(first), Some(last)) = (
+            missing.iter().map(|n| self.footer.columns[*n].offset).min(),
+            missing
+                .iter()
+                .map(|n| {
+                    let c = self.footer.columns[*n];
+                    c.offset + u64::from(c.len)
+                })
+                .max(),
+        ) else {
+            return Ok(());
+        };
+        if first < self.tail_start && last - first <= 4 * MAX_COLUMN_RECORD_BYTES {
+            let bytes = self.read(first..last)?;
+            for n in missing {
+                let c = self.footer.columns[n];
+                let slice = bytes.slice(
+                    (c.offset - first) as usize..(c.offset - first + u64::from(c.len)) as usize,
+                );
+                verify(
+                    || format!("column record of {}", self.footer.nodes[n].field.name()),
+                    &slice,
+                    c.checksum,
+                )?;
+                let meta = Arc::new(ColumnMeta::parse(
+                    &slice,
+                    self.footer
+                        .columns
+                        .iter()
+                        .map(|c| c.offset)
+                        .min()
+                        .unwrap_or(self.len),
+                )?);
+                self.check_meta(n, &meta)?;
+                let _ = self.records[n].set(meta);
+            }
+            return Ok(());
+        }
+        for n in missing {
+            self.column_meta(n)?;
+        }
+        Ok(())
+    }
+
+    fn check_meta(&self, node: usize, meta: &ColumnMeta) -> Result<()> {
+        let n = &self.footer.nodes[node];
+        if n.depth == 0 && meta.values != self.footer.num_rows {
+            return corrupt(format!(
+                "column {} holds {} values, the file {} rows",
+                n.field.name(),
+                meta.values,
+                self.footer.num_rows
+            ));
+        }
+        Ok(())
+    }
+
+    /// Exact file-level statistics of top-level column `column`: values, nulls, min and max,
+    /// answered from the column record alone.
+    pub fn column_statistics(&self, column: usize) -> Result<ZoneMap> {
+        let meta = self.column_meta(self.footer.roots[column])?;
+        Ok(ZoneMap {
+            values: meta.values,
+            nulls: meta.nulls,
+            stat: meta.stat.clone(),
+        })
+    }
+
+    /// The top-level encoding of each block of top-level column `column`.
+    pub fn column_encodings(&self, column: usize) -> Result<Vec<&'static str>> {
+        let node = self.footer.roots[column];
+        let meta = self.column_meta(node)?;
+        let mut names = vec![];
+        for b in 0..meta.blocks.len() {
+            let bytes = self.block_bytes(node, b, false)?;
+            let mut r = ByteReader::new(&bytes, "block");
+            read_validity(&mut r, meta.blocks[b].values as usize)?;
+            let first = if r.remaining() > 0 { r.bytes()? } else { &[] };
+            names.push(
+                first
+                    .first()
+                    .map_or("none", |id| encodings::EncodingId(*id).name()),
+            );
+        }
+        Ok(names)
+    }
+
+    fn block_bytes(&self, node: usize, block: usize, verify_checksum: bool) -> Result<Bytes> {
+        let meta = self.column_meta(node)?;
+        let b = &meta.blocks[block];
+        let bytes = self.read(b.offset..b.offset + u64::from(b.len))?;
+        if verify_checksum {
+            verify(
+                || {
+                    format!(
+                        "block {block} of column {}",
+                        self.footer.nodes[node].field.name()
+                    )
+                },
+                &bytes,
+                b.checksum,
+            )?;
+        }
+        Ok(bytes)
+    }
+
+    /// Reads rows `rows` of top-level columns `projection`, decoding only the vectors they touch.
+    pub fn read_rows(&self, projection: &[usize], rows: Range<u64>) -> Result<RecordBatch> {
+        if rows.end > self.num_rows() || rows.start > rows.end {
+            return corrupt(format!(
+                "rows {rows:?} of a file with {} rows",
+                self.num_rows()
+            ));
+        }
+        let columns = projection
+            .iter()
+            .map(|c| self.read_node(self.root(*c)?, rows.clone(), true))
+            .collect::<Result<Vec<_>>>()?;
+        self.batch(projection, columns, rows.end - rows.start)
+    }
+
+    fn root(&self, column: usize) -> Result<usize> {
+        self.footer
+            .roots
+            .get(column)
+            .copied()
+            .ok_or_else(|| FormatError::Corrupt(format!("no column {column}")))
+    }
+
+    fn batch(
+        &self,
+        projection: &[usize],
+        columns: Vec<ArrayRef>,
+        rows: u64,
+    ) -> Result<RecordBatch> {
+        let schema = Arc::new(self.footer.schema.project(projection)?);
+        let options = RecordBatchOptions::new().with_row_count(Some(rows as usize));
+        Ok(RecordBatch::try_new_with_options(
+            schema, columns, &options,
+        )?)
+    }
+
+    /// Decodes values `rows` of column node `node`.
+    fn read_node(&self, node: usize, rows: Range<u64>, verify_checksum: bool) -> Result<ArrayRef> {
+        let meta = self.column_meta(node)?;
+        if rows.end > meta.values {
+            return corrupt(format!("values {rows:?} of a column with {}", meta.values));
+        }
+        let mut pieces = vec![];
+        let first = meta
+            .block_starts
+            .partition_point(|s| *s <= rows.start)
+            .saturating_sub(1);
+        for b in first..meta.blocks.len() {
+            let (start, end) = (meta.block_starts[b], meta.block_starts[b + 1]);
+            if start >= rows.end && !pieces.is_empty() {
+                break;
+            }
+            let from = rows.start.max(start) - start;
+            let to = rows.end.min(end).max(start) - start;
+            if to > from || (pieces.is_empty() && rows.is_empty()) {
+                pieces.push(self.decode_block(
+                    node,
+                    b,
+                    from as usize..to as usize,
+                    verify_checksum,
+                )?);
+            }
+            if end >= rows.end {
+                break;
+            }
+        }
+        match pieces.len() {
+            0 => Ok(arrow::array::new_empty_array(
+                self.footer.nodes[node].field.data_type(),
+            )),
+            1 => Ok(pieces.pop().expect("one piece")),
+            _ => Ok(arrow::compute::concat(
+                &pieces.iter().map(|p| p.as_ref()).collect::<Vec<_>>(),
+            )?),
+        }
+    }
+
+    /// Decodes rows `range` (relative to the block) of block `block` of node `node`.
+    fn decode_block(
+        &self,
+        node: usize,
+        block: usize,
+        range: Range<usize>,
+        verify_checksum: bool,
+    ) -> Result<ArrayRef> {
+        let meta = self.column_meta(node)?;
+        let b = &meta.blocks[block];
+        let values = b.values as usize;
+        let bytes = self.block_bytes(node, block, verify_checksum)?;
+        let mut r = ByteReader::new(&bytes, "block");
+        let validity = read_validity(&mut r, values)?;
+        let nulls = validity.map(|v| NullBuffer::new(v.slice(range.start, range.len())));
+        let n = &self.footer.nodes[node];
+        let dt = n.field.data_type();
+        Ok(match n.physical {
+            Physical::Bool | Physical::Int => {
+                let mut lanes = Vec::with_capacity(range.len());
+                decode_stream::<Ints>(r.bytes()?, values, range, &mut lanes)?;
+                lanes::ints_to_array(dt, lanes, nulls)?
+            }
+            Physical::Float32 => {
+                let mut v = Vec::with_capacity(range.len());
+                decode_stream::<Floats<f32>>(r.bytes()?, values, range, &mut v)?;
+                Arc::new(arrow::array::Float32Array::new(
+                    ScalarBuffer::from(v),
+                    nulls,
+                ))
+            }
+            Physical::Float64 => {
+                let mut v = Vec::with_capacity(range.len());
+                decode_stream::<Floats<f64>>(r.bytes()?, values, range, &mut v)?;
+                Arc::new(arrow::array::Float64Array::new(
+                    ScalarBuffer::from(v),
+                    nulls,
+                ))
+            }
+            Physical::Wide => {
+                let (mut low, mut high) = (
+                    Vec::with_capacity(range.len()),
+                    Vec::with_capacity(range.len()),
+                );
+                decode_stream::<Ints>(r.bytes()?, values, range.clone(), &mut low)?;
+                decode_stream::<Ints>(r.bytes()?, values, range, &mut high)?;
+                lanes::wide_to_array(dt, &low, &high, nulls)?
+            }
+            Physical::Bytes => {
+                let mut v = BytesVec::default();
+                decode_stream::<encodings::Bytes>(r.bytes()?, values, range, &mut v)?;
+                lanes::bytes_to_array(dt, v, nulls)?
+            }
+            Physical::List => {
+                self.decode_list(node, b.first_child, r.bytes()?, values, range, nulls)?
+            }
+            Physical::Struct => {
+                let start = meta.block_starts[block] + range.start as u64;
+                let rows = start..start + range.len() as u64;
+                let children = n
+                    .children
+                    .iter()
+                    .map(|c| self.read_node(*c, rows.clone(), verify_checksum))
+                    .collect::<Result<Vec<_>>>()?;
+                let DataType::Struct(fields) = dt else {
+                    return corrupt("struct node without struct type");
+                };
+                Arc::new(StructArray::try_new(fields.clone(), children, nulls)?)
+            }
+        })
+    }
+
+    fn decode_list(
+        &self,
+        node: usize,
+        first_child: u64,
+        ends_node: &[u8],
+        values: usize,
+        range: Range<usize>,
+        nulls: Option<NullBuffer>,
+    ) -> Result<ArrayRef> {
+        let n = &self.footer.nodes[node];
+        let child = n.children[0];
+        let mut ends = Vec::with_capacity(range.len() + 1);
+        let from = range.start.saturating_sub(1);
+        decode_stream::<Ints>(ends_node, values, from..range.end, &mut ends)?;
+        let start = if range.start == 0 {
+            first_child as i64
+        } else {
+            ends.remove(0)
+        };
+        let child_values = self.column_meta(child)?.values as i64;
+        let mut offsets = Vec::with_capacity(ends.len() + 1);
+        offsets.push(0i32);
+        let mut previous = start;
+        for e in &ends {
+            if *e < previous || *e > child_values || e - start > i32::MAX as i64 {
+                return corrupt(format!(
+                    "list end {e} after {previous} with {child_values} child values"
+                ));
+            }
+            previous = *e;
+            offsets.push((e - start) as i32);
+        }
+        if start < 0 {
+            return corrupt("negative list offset");
+        }
+        let child_array = self.read_node(child, start as u64..previous as u64, true)?;
+        let DataType::List(field) = n.field.data_type() else {
+            return corrupt("list node without list type");
+        };
+        Ok(Arc::new(ListArray::try_new(
+            field.clone(),
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            child_array,
+            nulls,
+        )?))
+    }
+
+    /// Scans the file block by block.
+    pub fn scan(self: &Arc<Self>, options: ScanOptions) -> Result<Scan> {
+        let projection = options
+            .projection
+            .clone()
+            .unwrap_or_else(|| (0..self.footer.roots.len()).collect());
+        let prepared = options
+            .predicates
+            .iter()
+            .map(|p| self.prepare(p))
+            .collect::<Result<Vec<_>>>()?;
+        let mut needed: Vec<usize> = projection
+            .iter()
+            .chain(options.predicates.iter().map(|p| &p.column))
+            .map(|c| self.footer.roots[*c])
+            .collect();
+        needed.sort_unstable();
+        needed.dedup();
+        self.load_column_meta(&needed)?;
+        let boundaries = match self.footer.roots.first() {
+            Some(root) => self.column_meta(*root)?.block_starts.clone(),
+            None => vec![0],
+        };
+        Ok(Scan {
+            file: self.clone(),
+            projection,
+            predicates: options.predicates.clone(),
+            prepared,
+            options,
+            boundaries,
+            next_block: 0,
+            pushdown: true,
+            metrics: ScanMetrics::default(),
+        })
+    }
+
+    fn prepare(&self, p: &ColumnPredicate) -> Result<Prepared> {
+        let node = self.root(p.column)?;
+        let n = &self.footer.nodes[node];
+        let dt = n.field.data_type();
+        let mismatch = || {
+            FormatError::Unsupported(format!(
+                "predicate {:?} does not fit column {} of type {dt}",
+                p.op,
+                n.field.name()
+            ))
+        };
+        let ints = |v: &Scalar| match v {
+            Scalar::Int(i) => Ok(*i),
+            _ => Err(mismatch()),
+        };
+        let float = |v: &Scalar| match v {
+            Scalar::Float(f) => Ok(*f),
+            Scalar::Int(i) => Ok(*i as f64),
+            _ => Err(mismatch()),
+        };
+        let bytes = |v: &Scalar| match v {
+            Scalar::Bytes(b) => Ok(b.clone()),
+            _ => Err(mismatch()),
+        };
+        Ok(match (&p.op, n.physical) {
+            (PredicateOp::IsNull, _) => Prepared::IsNull,
+            (PredicateOp::IsNotNull, _) => Prepared::IsNotNull,
+            (PredicateOp::Cmp(op, v), Physical::Int | Physical::Bool) => {
+                let (lo, hi, to_lane) = lanes::lane_domain(dt);
+                Prepared::Int(IntMatcher::for_cmp(*op, ints(v)?, lo, hi, to_lane))
+            }
+            (PredicateOp::In(list), Physical::Int | Physical::Bool) => {
+                let (lo, hi, to_lane) = lanes::lane_domain(dt);
+                Prepared::Int(IntMatcher::for_in(
+                    list.iter().map(ints).collect::<Result<Vec<_>>>()?,
+                    lo,
+                    hi,
+                    to_lane,
+                ))
+            }
+            (PredicateOp::Cmp(op, v), Physical::Float32 | Physical::Float64) => {
+                Prepared::Float(FloatMatcher::for_cmp(*op, float(v)?))
+            }
+            (PredicateOp::In(list), Physical::Float32 | Physical::Float64) => Prepared::Float(
+                FloatMatcher::In(list.iter().map(float).collect::<Result<_>>()?),
+            ),
+            (PredicateOp::Cmp(op, v), Physical::Bytes) => {
+                Prepared::Bytes(BytesMatcher::for_cmp(*op, bytes(v)?))
+            }
+            (PredicateOp::In(list), Physical::Bytes) => {
+                let mut set = list.iter().map(bytes).collect::<Result<Vec<_>>>()?;
+                set.sort();
+                set.dedup();
+                Prepared::Bytes(BytesMatcher::In(set))
+            }
+            (PredicateOp::Cmp(op, v), Physical::Wide) => Prepared::Wide(vec![(*op, ints(v)?)]),
+            (PredicateOp::In(list), Physical::Wide) => Prepared::Wide(
+                list.iter()
+                    .map(|v| ints(v).map(|i| (CmpOp::Eq, i)))
+                    .collect::<Result<_>>()?,
+            ),
+            _ => return Err(mismatch()),
+        })
+    }
+
+    fn bloom(&self, node: usize, block: usize) -> Result<Option<Arc<Bloom>>> {
+        let meta = self.column_meta(node)?;
+        let Some(r) = meta.blocks[block].bloom else {
+            return Ok(None);
+        };
+        if let Some(b) = self.blooms.lock().expect("bloom cache").get(&(node, block)) {
+            return Ok(Some(b.clone()));
+        }
+        let bloom = Arc::new(Bloom::from_bytes(
+            &self.read(r.offset..r.offset + u64::from(r.len))?,
+        )?);
+        self.blooms
+            .lock()
+            .expect("bloom cache")
+            .insert((node, block), bloom.clone());
+        Ok(Some(bloom))
+    }
+
+    /// Evaluates a prepared predicate on rows `range` of block `block` of top-level column node `node`.
+    fn evaluate(
+        &self,
+        node: usize,
+        block: usize,
+        range: Range<usize>,
+        p: &Prepared,
+        verify_checksum: bool,
+    ) -> Result<Vec<bool>> {
+        let meta = self.column_meta(node)?;
+        let values = meta.blocks[block].values as usize;
+        let bytes = self.block_bytes(node, block, verify_checksum)?;
+        let mut r = ByteReader::new(&bytes, "block");
+        let validity = read_validity(&mut r, values)?.map(|v| v.slice(range.start, range.len()));
+        let mut out = Vec::with_capacity(range.len());
+        match p {
+            Prepared::IsNull => {
+                return Ok(
+                    validity.map_or(vec![false; range.len()], |v| v.iter().map(|b| !b).collect())
+                );
+            }
+            Prepared::IsNotNull => {
+                return Ok(validity.map_or(vec![true; range.len()], |v| v.iter().collect()));
+            }
+            Prepared::Int(m) => filter_stream::<Ints>(r.bytes()?, values, range, m, &mut out)?,
+            Prepared::Float(m) => match self.footer.nodes[node].physical {
+                Physical::Float32 => {
+                    filter_stream::<Floats<f32>>(r.bytes()?, values, range, m, &mut out)?
+                }
+                _ => filter_stream::<Floats<f64>>(r.bytes()?, values, range, m, &mut out)?,
+            },
+            Prepared::Bytes(m) => {
+                filter_stream::<encodings::Bytes>(r.bytes()?, values, range, m, &mut out)?
+            }
+            Prepared::Wide(tests) => {
+                let (mut low, mut high) = (Vec::new(), Vec::new());
+                decode_stream::<Ints>(r.bytes()?, values, range.clone(), &mut low)?;
+                decode_stream::<Ints>(r.bytes()?, values, range, &mut high)?;
+                out.extend(low.iter().zip(&high).map(|(l, h)| {
+                    let v = (i128::from(*h) << 64) | i128::from(*l as u64);
+                    tests.iter().any(|(op, x)| cmp_holds(*op, v.cmp(x)))
+                }));
+            }
+        }
+        if let Some(v) = validity {
+            out.iter_mut()
+                .zip(v.iter())
+                .for_each(|(o, valid)| *o &= valid);
+        }
+        Ok(out)
+    }
+}
+
+fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        CmpOp::Eq => ord == Equal,
+        CmpOp::NotEq => ord != Equal,
+        CmpOp::Lt => ord == Less,
+        CmpOp::LtEq => ord != Greater,
+        CmpOp::Gt => ord == Greater,
+        CmpOp::GtEq => ord != Less,
+    }
+}
+
+/// A predicate turned into a matcher for its column's stream domain.
+#[derive(Debug)]
+enum Prepared {
+    Int(IntMatcher),
+    Float(FloatMatcher),
+    Bytes(BytesMatcher),
+    /// 128-bit columns: any of these comparisons (one for a comparison, several for IN).
+    Wide(Vec<(CmpOp, i128)>),
+    IsNull,
+    IsNotNull,
+}
+
+fn read_validity(r: &mut ByteReader<'_>, values: usize) -> Result<Option<BooleanBuffer>> {
+    Ok(match r.u8()? {
+        0 => None,
+        1 => Some(BooleanBuffer::new_unset(values)),
+        2 => {
+            let bits = r.take(values.div_ceil(8))?;
+            Some(BooleanBuffer::new(
+                arrow::buffer::Buffer::from(bits),
+                0,
+                values,
+            ))
+        }
+        other => return corrupt(format!("validity kind {other}")),
+    })
+}
+
+/// A scan in progress: yields one batch per block that has rows to return.
+pub struct Scan {
+    file: Arc<ZyrFile>,
+    projection: Vec<usize>,
+    predicates: Vec<ColumnPredicate>,
+    prepared: Vec<Prepared>,
+    options: ScanOptions,
+    boundaries: Vec<u64>,
+    next_block: usize,
+    pushdown: bool,
+    metrics: ScanMetrics,
+}
+
+impl Scan {
+    pub fn metrics(&self) -> &ScanMetrics {
+        &self.metrics
+    }
+
+    /// Restricts the scan to blocks `blocks` (used to split a file across partitions).
+    pub fn with_blocks(mut self, blocks: Range<usize>) -> Scan {
+        self.next_block = blocks.start;
+        self.boundaries.truncate(blocks.end + 1);
+        self
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.boundaries.len().saturating_sub(1)
+    }
+
+    /// Vectors of `block` that zone maps and bloom filters cannot rule out.
+    fn candidates(&mut self, block: usize, vectors: usize) -> Result<Vec<bool>> {
+        let mut keep = vec![true; vectors];
+        for p in &self.predicates {
+            let node = self.file.footer.roots[p.column];
+            let meta = self.file.column_meta(node)?;
+            for (k, z) in keep.iter_mut().zip(&meta.blocks[block].zones) {
+                *k &= p.might_match(&z.stat, z.nulls, z.values);
+            }
+            if keep.iter().any(|k| *k) && !bloom_allows(&self.file, node, block, p)? {
+                self.metrics.bloom_skips += 1;
+                keep.iter_mut().for_each(|k| *k = false);
+            }
+        }
+        Ok(keep)
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        while self.next_block + 1 < self.boundaries.len() {
+            let block = self.next_block;
+            self.next_block += 1;
+            let rows = (self.boundaries[block + 1] - self.boundaries[block]) as usize;
+            let vectors = rows.div_ceil(VECTOR_LEN);
+            self.metrics.blocks += 1;
+            self.metrics.vectors += vectors as u64;
+            let keep = if self.predicates.is_empty() {
+                vec![true; vectors]
+            } else {
+                self.candidates(block, vectors)?
+            };
+            let kept = keep.iter().filter(|k| **k).count();
+            self.metrics.vectors_skipped += (vectors - kept) as u64;
+            if kept == 0 {
+                self.metrics.blocks_skipped += 1;
+                continue;
+            }
+            let ranges = vector_ranges(&keep, rows);
+            let use_pushdown = !self.predicates.is_empty()
+                && match self.options.filter_mode {
+                    FilterMode::Pushdown => true,
+                    FilterMode::ZoneMapsOnly => false,
+                    FilterMode::Auto => self.pushdown,
+                };
+            let batch = if use_pushdown {
+                self.filtered_block(block, &ranges)?
+            } else {
+                Some(self.plain_block(block, &ranges)?)
+            };
+            if let Some(b) = batch {
+                self.metrics.rows_returned += b.num_rows() as u64;
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
+    fn plain_block(&self, block: usize, ranges: &[Range<usize>]) -> Result<RecordBatch> {
+        let base = self.boundaries[block];
+        let rows: usize = ranges.iter().map(|r| r.len()).sum();
+        let columns = self
+            .projection
+            .iter()
+            .map(|c| {
+                let node = self.file.footer.roots[*c];
+                let pieces = ranges
+                    .iter()
+                    .map(|r| {
+                        self.file.read_node(
+                            node,
+                            base + r.start as u64..base + r.end as u64,
+                            self.options.verify_checksums,
+                        )
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                concat(pieces)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.file.batch(&self.projection, columns, rows as u64)
+    }
+
+    fn filtered_block(
+        &mut self,
+        block: usize,
+        ranges: &[Range<usize>],
+    ) -> Result<Option<RecordBatch>> {
+        self.metrics.blocks_filtered_encoded += 1;
+        let mut selected_ranges = vec![];
+        let mut masks = vec![];
+        let (mut candidates, mut hits) = (0usize, 0usize);
+        for range in ranges {
+            let mut mask = vec![true; range.len()];
+            for (p, prepared) in self.predicates.iter().zip(&self.prepared) {
+                let node = self.file.footer.roots[p.column];
+                let m = self.file.evaluate(
+                    node,
+                    block,
+                    range.clone(),
+                    prepared,
+                    self.options.verify_checksums,
+                )?;
+                mask.iter_mut().zip(m).for_each(|(a, b)| *a &= b);
+            }
+            candidates += range.len();
+            // Narrow to the vectors that kept a row, so other columns decode only those.
+            for v in (range.start..range.end).step_by(VECTOR_LEN) {
+                let part = &mask[v - range.start..(v + VECTOR_LEN).min(range.end) - range.start];
+                let n = part.iter().filter(|b| **b).count();
+                if n > 0 {
+                    hits += n;
+                    selected_ranges.push(v..(v + VECTOR_LEN).min(range.end));
+                    masks.extend_from_slice(part);
+                }
+            }
+        }
+        if self.options.filter_mode == FilterMode::Auto
+            && candidates > 0
+            && hits as f64 / candidates as f64 > AUTO_PUSHDOWN_MAX_SELECTIVITY
+        {
+            self.pushdown = false;
+        }
+        if hits == 0 {
+            return Ok(None);
+        }
+        let merged = merge_ranges(&selected_ranges);
+        let batch = self.plain_block(block, &merged)?;
+        let mask = BooleanArray::from(masks);
+        Ok(Some(arrow::compute::filter_record_batch(&batch, &mask)?))
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<RecordBatch>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch().transpose()
+    }
+}
+
+fn bloom_allows(file: &ZyrFile, node: usize, block: usize, p: &ColumnPredicate) -> Result<bool> {
+    let values: Vec<&Scalar> = match &p.op {
+        PredicateOp::Cmp(CmpOp::Eq, v) => vec![v],
+        PredicateOp::In(list) => list.iter().collect(),
+        _ => return Ok(true),
+    };
+    let Some(bloom) = file.bloom(node, block)? else {
+        return Ok(true);
+    };
+    Ok(values.iter().any(|v| match v {
+        Scalar::Int(i) => bloom.might_contain(hash_int(*i)),
+        Scalar::Bytes(b) => bloom.might_contain(hash_bytes(b)),
+        Scalar::Float(_) => true,
+    }))
+}
+
+fn vector_ranges(keep: &[bool], rows: usize) -> Vec<Range<usize>> {
+    let ranges: Vec<Range<usize>> = keep
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| **k)
+        .map(|(v, _)| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(rows))
+        .collect();
+    merge_ranges(&ranges)
+}
+
+fn merge_ranges(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = vec![];
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r.clone()),
+        }
+    }
+    out
+}
+
+fn concat(mut pieces: Vec<ArrayRef>) -> Result<ArrayRef> {
+    if pieces.len() == 1 {
+        return Ok(pieces.pop().expect("one piece"));
+    }
+    Ok(arrow::compute::concat(
+        &pieces.iter().map(|p| p.as_ref()).collect::<Vec<_>>(),
+    )?)
+}
+
+impl ZyrFile {
+    /// Column nodes of top-level columns `columns` and all their descendants.
+    pub fn subtree_nodes(&self, columns: &[usize]) -> Vec<usize> {
+        let mut out = vec![];
+        let mut stack: Vec<usize> = columns
+            .iter()
+            .filter_map(|c| self.footer.roots.get(*c).copied())
+            .collect();
+        while let Some(n) = stack.pop() {
+            out.push(n);
+            stack.extend(self.footer.nodes[n].children.iter().copied());
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Byte range of the column record of node `node`.
+    pub fn column_record_range(&self, node: usize) -> Range<u64> {
+        let c = self.footer.columns[node];
+        c.offset..c.offset + u64::from(c.len)
+    }
+
+    /// Byte ranges of the blocks and bloom filters of node `node`.
+    pub fn data_ranges(&self, node: usize) -> Result<Vec<Range<u64>>> {
+        let meta = self.column_meta(node)?;
+        let mut ranges = vec![];
+        for b in &meta.blocks {
+            ranges.push(b.offset..b.offset + u64::from(b.len));
+            if let Some(bloom) = b.bloom {
+                ranges.push(bloom.offset..bloom.offset + u64::from(bloom.len));
+            }
+        }
+        Ok(ranges)
+    }
+}

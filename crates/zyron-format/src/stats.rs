@@ -1,0 +1,286 @@
+//! Statistics: zone maps per 1024-value vector, per block and per file (SPEC.md, "Statistics").
+
+use std::cmp::Ordering;
+
+use crate::error::{Result, corrupt};
+use crate::io::{ByteReader, ByteWriter};
+
+/// Longest byte string kept whole in a zone map; longer minima and maxima are truncated to a
+/// bound (the minimum to a prefix, the maximum to a prefix whose last byte is incremented).
+pub const MAX_STAT_BYTES: usize = 64;
+
+/// Minimum and maximum of the non-null values of a zone.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stat {
+    /// No non-null value, or a type without an order.
+    None,
+    /// Integers, booleans, dates, times, timestamps, decimals (unscaled) in their logical value.
+    Int { min: i128, max: i128 },
+    /// Floats; NaN is left out of min and max and flagged.
+    Float { min: f64, max: f64, has_nan: bool },
+    /// Byte strings. When `exact` is false, `min <= every value < max`.
+    Bytes {
+        min: Vec<u8>,
+        max: Vec<u8>,
+        exact: bool,
+    },
+}
+
+/// A zone: its statistic and how many values and nulls it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZoneMap {
+    pub values: u64,
+    pub nulls: u64,
+    pub stat: Stat,
+}
+
+impl Stat {
+    pub fn of_ints(values: impl Iterator<Item = i128>) -> Stat {
+        let mut minmax: Option<(i128, i128)> = None;
+        for v in values {
+            minmax = Some(match minmax {
+                None => (v, v),
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+            });
+        }
+        minmax.map_or(Stat::None, |(min, max)| Stat::Int { min, max })
+    }
+
+    pub fn of_floats(values: impl Iterator<Item = f64>) -> Stat {
+        let mut minmax: Option<(f64, f64)> = None;
+        let mut has_nan = false;
+        for v in values {
+            if v.is_nan() {
+                has_nan = true;
+                continue;
+            }
+            minmax = Some(match minmax {
+                None => (v, v),
+                Some((lo, hi)) => (
+                    if v.total_cmp(&lo) == Ordering::Less {
+                        v
+                    } else {
+                        lo
+                    },
+                    if v.total_cmp(&hi) == Ordering::Greater {
+                        v
+                    } else {
+                        hi
+                    },
+                ),
+            });
+        }
+        match (minmax, has_nan) {
+            (Some((min, max)), _) => Stat::Float { min, max, has_nan },
+            (None, true) => Stat::Float {
+                min: f64::NAN,
+                max: f64::NAN,
+                has_nan,
+            },
+            (None, false) => Stat::None,
+        }
+    }
+
+    pub fn of_bytes<'a>(values: impl Iterator<Item = &'a [u8]>) -> Stat {
+        let mut minmax: Option<(&[u8], &[u8])> = None;
+        for v in values {
+            minmax = Some(match minmax {
+                None => (v, v),
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+            });
+        }
+        let Some((min, max)) = minmax else {
+            return Stat::None;
+        };
+        if min.len() <= MAX_STAT_BYTES && max.len() <= MAX_STAT_BYTES {
+            return Stat::Bytes {
+                min: min.to_vec(),
+                max: max.to_vec(),
+                exact: true,
+            };
+        }
+        match truncated_upper_bound(max) {
+            Some(upper) => Stat::Bytes {
+                min: min[..min.len().min(MAX_STAT_BYTES)].to_vec(),
+                max: upper,
+                exact: false,
+            },
+            None => Stat::None,
+        }
+    }
+
+    /// Merges two zones' statistics into the statistic of their union.
+    pub fn merge(&self, other: &Stat) -> Stat {
+        match (self, other) {
+            (Stat::None, s) | (s, Stat::None) => s.clone(),
+            (Stat::Int { min: a, max: b }, Stat::Int { min: c, max: d }) => Stat::Int {
+                min: *a.min(c),
+                max: *b.max(d),
+            },
+            (
+                Stat::Float {
+                    min: a,
+                    max: b,
+                    has_nan: n1,
+                },
+                Stat::Float {
+                    min: c,
+                    max: d,
+                    has_nan: n2,
+                },
+            ) => {
+                let min = if a.is_nan() || c.total_cmp(a) == Ordering::Less {
+                    *c
+                } else {
+                    *a
+                };
+                let max = if b.is_nan() || d.total_cmp(b) == Ordering::Greater {
+                    *d
+                } else {
+                    *b
+                };
+                Stat::Float {
+                    min,
+                    max,
+                    has_nan: *n1 || *n2,
+                }
+            }
+            (
+                Stat::Bytes {
+                    min: a,
+                    max: b,
+                    exact: e1,
+                },
+                Stat::Bytes {
+                    min: c,
+                    max: d,
+                    exact: e2,
+                },
+            ) => Stat::Bytes {
+                min: a.min(c).clone(),
+                max: b.max(d).clone(),
+                exact: *e1 && *e2,
+            },
+            _ => Stat::None,
+        }
+    }
+
+    pub(crate) fn write(&self, w: &mut ByteWriter) {
+        match self {
+            Stat::None => w.u8(0),
+            Stat::Int { min, max } => {
+                w.u8(1);
+                w.i128(*min);
+                w.i128(*max);
+            }
+            Stat::Float { min, max, has_nan } => {
+                w.u8(2);
+                w.f64(*min);
+                w.f64(*max);
+                w.u8(*has_nan as u8);
+            }
+            Stat::Bytes { min, max, exact } => {
+                w.u8(3);
+                w.bytes(min);
+                w.bytes(max);
+                w.u8(*exact as u8);
+            }
+        }
+    }
+
+    pub(crate) fn read(r: &mut ByteReader<'_>) -> Result<Stat> {
+        Ok(match r.u8()? {
+            0 => Stat::None,
+            1 => Stat::Int {
+                min: r.i128()?,
+                max: r.i128()?,
+            },
+            2 => Stat::Float {
+                min: r.f64()?,
+                max: r.f64()?,
+                has_nan: r.u8()? != 0,
+            },
+            3 => Stat::Bytes {
+                min: r.bytes()?.to_vec(),
+                max: r.bytes()?.to_vec(),
+                exact: r.u8()? != 0,
+            },
+            other => return corrupt(format!("statistic kind {other}")),
+        })
+    }
+}
+
+impl ZoneMap {
+    pub(crate) fn write(&self, w: &mut ByteWriter) {
+        w.uvarint(self.values);
+        w.uvarint(self.nulls);
+        self.stat.write(w);
+    }
+
+    pub(crate) fn read(r: &mut ByteReader<'_>) -> Result<ZoneMap> {
+        let values = r.uvarint()?;
+        let nulls = r.uvarint()?;
+        if nulls > values {
+            return corrupt(format!("zone map with {nulls} nulls among {values} values"));
+        }
+        Ok(ZoneMap {
+            values,
+            nulls,
+            stat: Stat::read(r)?,
+        })
+    }
+
+    pub fn merge(&self, other: &ZoneMap) -> ZoneMap {
+        ZoneMap {
+            values: self.values + other.values,
+            nulls: self.nulls + other.nulls,
+            stat: self.stat.merge(&other.stat),
+        }
+    }
+}
+
+/// The shortest string of at most [`MAX_STAT_BYTES`] bytes greater than every string starting with
+/// the first [`MAX_STAT_BYTES`] bytes of `max`; `None` when those bytes are all 0xff.
+fn truncated_upper_bound(max: &[u8]) -> Option<Vec<u8>> {
+    let mut prefix = max[..max.len().min(MAX_STAT_BYTES)].to_vec();
+    while let Some(last) = prefix.pop() {
+        if last < 0xff {
+            prefix.push(last + 1);
+            return Some(prefix);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_get_bounds_not_values() {
+        let long_a = vec![b'a'; 100];
+        let long_b = [vec![b'b'; 70], vec![0xff; 30]].concat();
+        let Stat::Bytes { min, max, exact } =
+            Stat::of_bytes([long_a.as_slice(), long_b.as_slice()].into_iter())
+        else {
+            panic!("expected bytes stat")
+        };
+        assert!(!exact);
+        assert!(min.as_slice() <= long_a.as_slice());
+        assert!(max.as_slice() > long_b.as_slice());
+        assert!(max.len() <= MAX_STAT_BYTES);
+    }
+
+    #[test]
+    fn float_stats_set_nan_aside() {
+        let s = Stat::of_floats([1.0, f64::NAN, -2.0].into_iter());
+        assert_eq!(
+            s,
+            Stat::Float {
+                min: -2.0,
+                max: 1.0,
+                has_nan: true
+            }
+        );
+    }
+}

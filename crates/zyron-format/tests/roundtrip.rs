@@ -1,0 +1,495 @@
+//! Round trips, random access, statistics, filters and hostile input, through the public API.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::compute::kernels::cmp;
+use arrow::datatypes::*;
+use bytes::Bytes;
+use common::*;
+use zyron_format::Scalar;
+use zyron_format::*;
+
+#[test]
+fn every_type_round_trips_with_nulls_across_blocks() {
+    let batch = all_types_batch(5_000);
+    let options = WriterOptions {
+        block_rows: 2048,
+        ..Default::default()
+    };
+    // Several input batches of odd sizes, so blocks straddle them.
+    let parts: Vec<RecordBatch> = [0..1000, 1000..1001, 1001..4100, 4100..5000]
+        .into_iter()
+        .map(|r| batch.slice(r.start, r.len()))
+        .collect();
+    let bytes = write(batch.schema(), &parts, options);
+    let file = open(&bytes);
+    assert_eq!(file.schema(), batch.schema());
+    assert_eq!(file.num_rows(), 5_000);
+    let all: Vec<usize> = (0..batch.num_columns()).collect();
+    let read = file.read_rows(&all, 0..5_000).unwrap();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        assert_eq!(
+            read.column(i).as_ref(),
+            batch.column(i).as_ref(),
+            "column {}",
+            f.name()
+        );
+    }
+    let scanned: Vec<RecordBatch> = file
+        .scan(ScanOptions::default())
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(
+        arrow::compute::concat_batches(&batch.schema(), &scanned).unwrap(),
+        batch
+    );
+}
+
+#[test]
+fn single_rows_and_ranges_match_the_source() {
+    let batch = all_types_batch(10_000);
+    let bytes = write(
+        batch.schema(),
+        &[batch.clone()],
+        WriterOptions {
+            block_rows: 4096,
+            ..Default::default()
+        },
+    );
+    let file = open(&bytes);
+    let all: Vec<usize> = (0..batch.num_columns()).collect();
+    for row in [0u64, 1, 1023, 1024, 4095, 4096, 9999, 5_432] {
+        let got = file.read_rows(&all, row..row + 1).unwrap();
+        assert_eq!(got, batch.slice(row as usize, 1), "row {row}");
+    }
+    let got = file.read_rows(&all, 3000..7000).unwrap();
+    assert_eq!(got, batch.slice(3000, 4000));
+    assert!(
+        file.read_rows(&all, 9_999..10_001).is_err(),
+        "rows past the end are an error"
+    );
+}
+
+#[test]
+fn projection_reads_only_projected_columns() {
+    let batch = all_types_batch(3_000);
+    let bytes = write(batch.schema(), &[batch.clone()], WriterOptions::default());
+    let file = open(&bytes);
+    let scan = file
+        .scan(ScanOptions {
+            projection: Some(vec![4, 13]),
+            ..Default::default()
+        })
+        .unwrap();
+    let out: Vec<RecordBatch> = scan.collect::<Result<_>>().unwrap();
+    assert_eq!(out[0].num_columns(), 2);
+    assert_eq!(out[0].column(1).as_ref(), batch.column(13).as_ref());
+}
+
+#[test]
+fn opening_takes_one_read_and_a_large_footer_two() {
+    let batch = all_types_batch(100);
+    let file = open(&write(
+        batch.schema(),
+        &[batch.clone()],
+        WriterOptions::default(),
+    ));
+    assert_eq!(file.reads(), 1);
+    let fields: Vec<Field> = (0..3000)
+        .map(|i| {
+            Field::new(
+                format!("column_with_a_long_name_{i:05}"),
+                DataType::Int32,
+                true,
+            )
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let columns: Vec<ArrayRef> = (0..3000)
+        .map(|_| Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef)
+        .collect();
+    let wide = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    let file = open(&write(schema, &[wide], WriterOptions::default()));
+    assert_eq!(file.reads(), 2);
+    assert_eq!(
+        file.read_rows(&[2999], 0..3)
+            .unwrap()
+            .column(0)
+            .as_primitive::<Int32Type>()
+            .values(),
+        &[1, 2, 3]
+    );
+}
+
+#[test]
+fn statistics_answer_count_min_max_without_data() {
+    let batch = all_types_batch(4_000);
+    let file = open(&write(
+        batch.schema(),
+        &[batch.clone()],
+        WriterOptions::default(),
+    ));
+    let stats = file.column_statistics(4).unwrap();
+    let column = batch.column(4).as_primitive::<Int64Type>();
+    assert_eq!(stats.values, 4_000);
+    assert_eq!(stats.nulls, column.null_count() as u64);
+    let min = arrow::compute::min(column).unwrap() as i128;
+    let max = arrow::compute::max(column).unwrap() as i128;
+    assert_eq!(stats.stat, Stat::Int { min, max });
+    let u64_stats = file.column_statistics(8).unwrap();
+    assert_eq!(
+        u64_stats.stat,
+        Stat::Int {
+            min: (u64::MAX - 2) as i128,
+            max: u64::MAX as i128
+        }
+    );
+}
+
+/// Each predicate's scan result equals Arrow's filter kernel on the source, in every filter mode.
+#[test]
+fn filters_on_encoded_data_equal_arrow_kernels() {
+    let rows = 70_000;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("dict", DataType::Utf8, true),
+        Field::new("runs", DataType::Int32, true),
+        Field::new("price", DataType::Float64, true),
+        Field::new("comment", DataType::Utf8, true),
+        Field::new("u", DataType::UInt64, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(StringArray::from_iter((0..rows).map(|i| {
+                (i % 13 != 0).then(|| ["AIR", "MAIL", "SHIP", "TRUCK", "RAIL"][(i % 5) as usize])
+            }))),
+            Arc::new(Int32Array::from_iter(
+                (0..rows).map(|i| (i % 1000 != 7).then_some((i / 3000) as i32)),
+            )),
+            Arc::new(Float64Array::from_iter(
+                (0..rows).map(|i| (i % 17 != 0).then_some((i % 10_000) as f64 * 0.01)),
+            )),
+            Arc::new(StringArray::from_iter((0..rows).map(|i| {
+                Some(format!(
+                    "carefully final deposits {} haggle",
+                    i * 7919 % 100_003
+                ))
+            }))),
+            Arc::new(UInt64Array::from_iter(
+                (0..rows).map(|i| Some(u64::MAX - i as u64 * 1000)),
+            )),
+        ],
+    )
+    .unwrap();
+    let bytes = write(
+        schema.clone(),
+        &[batch.clone()],
+        WriterOptions {
+            bloom_filter_columns: vec!["comment".into()],
+            ..Default::default()
+        },
+    );
+    let file = open(&bytes);
+    let cases: Vec<(ColumnPredicate, BooleanArray)> = vec![
+        (
+            pred(0, PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(700))),
+            cmp::lt(batch.column(0), &Int64Array::new_scalar(700)).unwrap(),
+        ),
+        (
+            pred(0, PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int(69_000))),
+            cmp::gt_eq(batch.column(0), &Int64Array::new_scalar(69_000)).unwrap(),
+        ),
+        (
+            pred(
+                1,
+                PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"MAIL".to_vec())),
+            ),
+            cmp::eq(batch.column(1), &StringArray::new_scalar("MAIL")).unwrap(),
+        ),
+        (
+            pred(
+                1,
+                PredicateOp::Cmp(CmpOp::NotEq, Scalar::Bytes(b"MAIL".to_vec())),
+            ),
+            cmp::neq(batch.column(1), &StringArray::new_scalar("MAIL")).unwrap(),
+        ),
+        (
+            pred(
+                1,
+                PredicateOp::In(vec![
+                    Scalar::Bytes(b"AIR".to_vec()),
+                    Scalar::Bytes(b"RAIL".to_vec()),
+                ]),
+            ),
+            arrow::compute::or(
+                &cmp::eq(batch.column(1), &StringArray::new_scalar("AIR")).unwrap(),
+                &cmp::eq(batch.column(1), &StringArray::new_scalar("RAIL")).unwrap(),
+            )
+            .unwrap(),
+        ),
+        (
+            pred(2, PredicateOp::Cmp(CmpOp::Eq, Scalar::Int(5))),
+            cmp::eq(batch.column(2), &Int32Array::new_scalar(5)).unwrap(),
+        ),
+        (
+            pred(2, PredicateOp::IsNull),
+            arrow::compute::is_null(batch.column(2)).unwrap(),
+        ),
+        (
+            pred(3, PredicateOp::Cmp(CmpOp::Gt, Scalar::Float(99.5))),
+            cmp::gt(batch.column(3), &Float64Array::new_scalar(99.5)).unwrap(),
+        ),
+        (
+            pred(
+                4,
+                PredicateOp::Cmp(
+                    CmpOp::Eq,
+                    Scalar::Bytes(b"carefully final deposits 7919 haggle".to_vec()),
+                ),
+            ),
+            cmp::eq(
+                batch.column(4),
+                &StringArray::new_scalar("carefully final deposits 7919 haggle"),
+            )
+            .unwrap(),
+        ),
+        (
+            pred(
+                5,
+                PredicateOp::Cmp(CmpOp::Gt, Scalar::Int((u64::MAX - 5000) as i128)),
+            ),
+            cmp::gt(batch.column(5), &UInt64Array::new_scalar(u64::MAX - 5000)).unwrap(),
+        ),
+    ];
+    for (p, expected_mask) in cases {
+        let expected = arrow::compute::filter_record_batch(&batch, &expected_mask).unwrap();
+        for mode in [FilterMode::Pushdown, FilterMode::Auto] {
+            let mut scan = file
+                .scan(ScanOptions {
+                    predicates: vec![p.clone()],
+                    filter_mode: mode,
+                    ..Default::default()
+                })
+                .unwrap();
+            let got: Vec<RecordBatch> = scan.by_ref().collect::<Result<_>>().unwrap();
+            let got = arrow::compute::concat_batches(&schema, &got).unwrap();
+            if mode == FilterMode::Pushdown {
+                assert_eq!(got, expected, "{p:?}");
+            } else {
+                // Auto may stop filtering rows when most pass, but never loses a match.
+                let refiltered =
+                    arrow::compute::filter_record_batch(&got, &expected_mask_for(&got, &p))
+                        .unwrap();
+                assert_eq!(refiltered, expected, "{p:?} (auto)");
+            }
+        }
+        // Zone maps alone must keep every matching row.
+        let got: Vec<RecordBatch> = file
+            .scan(ScanOptions {
+                predicates: vec![p.clone()],
+                filter_mode: FilterMode::ZoneMapsOnly,
+                ..Default::default()
+            })
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        let got = arrow::compute::concat_batches(&schema, &got).unwrap();
+        assert!(got.num_rows() >= expected.num_rows());
+    }
+}
+
+fn pred(column: usize, op: PredicateOp) -> ColumnPredicate {
+    ColumnPredicate { column, op }
+}
+
+/// Re-evaluates a predicate with Arrow on a scan's output (for modes that return extra rows).
+fn expected_mask_for(batch: &RecordBatch, p: &ColumnPredicate) -> BooleanArray {
+    let c = batch.column(p.column);
+    match (&p.op, c.data_type()) {
+        (PredicateOp::IsNull, _) => arrow::compute::is_null(c).unwrap(),
+        (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Int64) => {
+            apply(*op, c, &Int64Array::new_scalar(*v as i64))
+        }
+        (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Int32) => {
+            apply(*op, c, &Int32Array::new_scalar(*v as i32))
+        }
+        (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::UInt64) => {
+            apply(*op, c, &UInt64Array::new_scalar(*v as u64))
+        }
+        (PredicateOp::Cmp(op, Scalar::Float(v)), _) => apply(*op, c, &Float64Array::new_scalar(*v)),
+        (PredicateOp::Cmp(op, Scalar::Bytes(v)), _) => apply(
+            *op,
+            c,
+            &StringArray::new_scalar(String::from_utf8(v.clone()).unwrap()),
+        ),
+        (PredicateOp::In(list), _) => list
+            .iter()
+            .map(|v| {
+                expected_mask_for(
+                    batch,
+                    &pred(p.column, PredicateOp::Cmp(CmpOp::Eq, v.clone())),
+                )
+            })
+            .reduce(|a, b| arrow::compute::or(&a, &b).unwrap())
+            .unwrap(),
+        other => panic!("unhandled {other:?}"),
+    }
+}
+
+fn apply(op: CmpOp, c: &dyn Array, s: &dyn Datum) -> BooleanArray {
+    match op {
+        CmpOp::Eq => cmp::eq(&c, s),
+        CmpOp::NotEq => cmp::neq(&c, s),
+        CmpOp::Lt => cmp::lt(&c, s),
+        CmpOp::LtEq => cmp::lt_eq(&c, s),
+        CmpOp::Gt => cmp::gt(&c, s),
+        CmpOp::GtEq => cmp::gt_eq(&c, s),
+    }
+    .unwrap()
+}
+
+#[test]
+fn zone_maps_and_bloom_filters_skip_blocks() {
+    let rows = 300_000i64;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("key", DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|i| format!("k{:08}", i * 7 % rows)),
+            )),
+        ],
+    )
+    .unwrap();
+    let file = open(&write(
+        schema,
+        &[batch],
+        WriterOptions {
+            bloom_filter_columns: vec!["key".into()],
+            ..Default::default()
+        },
+    ));
+    let mut scan = file
+        .scan(ScanOptions {
+            predicates: vec![pred(0, PredicateOp::Cmp(CmpOp::Eq, Scalar::Int(123_456)))],
+            ..Default::default()
+        })
+        .unwrap();
+    let rows_out: usize = scan.by_ref().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows_out, 1);
+    let m = scan.metrics();
+    assert_eq!(m.blocks, 5);
+    assert_eq!(m.blocks_skipped, 4);
+    assert_eq!(m.vectors - m.vectors_skipped, 1, "{m:?}");
+    // The key column's zone maps span everything; only bloom filters can skip its blocks.
+    let mut scan = file
+        .scan(ScanOptions {
+            predicates: vec![pred(
+                1,
+                PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"k00000007".to_vec())),
+            )],
+            ..Default::default()
+        })
+        .unwrap();
+    let rows_out: usize = scan.by_ref().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows_out, 1);
+    assert!(scan.metrics().bloom_skips >= 3, "{:?}", scan.metrics());
+}
+
+#[test]
+fn hostile_bytes_give_errors_not_panics() {
+    let batch = all_types_batch(3_000);
+    let bytes = write(
+        batch.schema(),
+        &[batch.clone()],
+        WriterOptions {
+            block_rows: 1024,
+            ..Default::default()
+        },
+    );
+    let all: Vec<usize> = (0..batch.num_columns()).collect();
+    let mut errors = 0;
+    // Flip bytes all over the file; every outcome must be Ok (unaffected bytes) or Err.
+    for i in (0..bytes.len()).step_by(bytes.len() / 700 + 1) {
+        let mut corrupted = bytes.to_vec();
+        corrupted[i] ^= 0x5a;
+        let result = std::panic::catch_unwind(|| -> Result<()> {
+            let file = Arc::new(ZyrFile::open(Bytes::from(corrupted))?);
+            file.read_rows(&all, 0..3_000)?;
+            Ok(())
+        });
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => errors += 1,
+            Err(_) => panic!("a flipped byte at {i} made the reader panic"),
+        }
+    }
+    assert!(
+        errors > 600,
+        "checksums should catch nearly every flipped byte, caught {errors}"
+    );
+    for len in [0, 10, 39, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            ZyrFile::open(bytes.slice(0..len))
+                .and_then(|f| Arc::new(f).read_rows(&all, 0..3_000))
+                .is_err(),
+            "truncated to {len}"
+        );
+    }
+}
+
+#[test]
+fn a_newer_major_version_is_refused_and_a_newer_minor_read() {
+    let batch = all_types_batch(10);
+    let bytes = write(batch.schema(), &[batch.clone()], WriterOptions::default());
+    let mut newer_minor = bytes.to_vec();
+    let at = newer_minor.len() - 6;
+    newer_minor[at] = 9;
+    let file = Arc::new(ZyrFile::open(Bytes::from(newer_minor)).unwrap());
+    assert_eq!(
+        file.read_rows(&[4], 0..10).unwrap().column(0).as_ref(),
+        batch.column(4).as_ref()
+    );
+    let mut newer_major = bytes.to_vec();
+    newer_major[at - 2] = 2;
+    let err = ZyrFile::open(Bytes::from(newer_major)).unwrap_err();
+    assert!(matches!(err, FormatError::Unsupported(_)), "{err}");
+}
+
+#[tokio::test]
+async fn object_store_reads_fetch_ranges_asynchronously() {
+    use object_store::{ObjectStore, ObjectStoreExt, memory::InMemory, path::Path};
+    let batch = all_types_batch(5_000);
+    let bytes = write(
+        batch.schema(),
+        &[batch.clone()],
+        WriterOptions {
+            block_rows: 2048,
+            ..Default::default()
+        },
+    );
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let path = Path::from("t/part-0.zyr");
+    store.put(&path, bytes.into()).await.unwrap();
+    let object = zyron_format::object_reader::open(store, &path)
+        .await
+        .unwrap();
+    object.prefetch(&[4, 13, 24]).await.unwrap();
+    let got = object.file.read_rows(&[4, 13, 24], 0..5_000).unwrap();
+    assert_eq!(got.column(0).as_ref(), batch.column(4).as_ref());
+    assert_eq!(got.column(2).as_ref(), batch.column(24).as_ref());
+    assert!(
+        object.file.read_rows(&[5], 0..5_000).is_err(),
+        "columns not fetched are not silently read"
+    );
+}
