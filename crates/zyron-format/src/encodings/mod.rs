@@ -32,7 +32,7 @@ pub use alp::FloatLane;
 /// Values per vector: the unit of bit-packing, zone maps and random access.
 pub const VECTOR_LEN: usize = 1024;
 /// zstd is kept only when its sample is at most this fraction of the best lightweight encoding's.
-pub const ZSTD_MUST_WIN_BY: f64 = 0.8;
+pub const ZSTD_MUST_WIN_BY: f64 = 0.6;
 /// Depth of cascading below a block's top-level stream.
 pub const MAX_CASCADE_DEPTH: u8 = 3;
 /// Most values one stream may hold; bounds every allocation a reader makes for a stream.
