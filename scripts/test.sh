@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Zyron's whole test suite: unit tests, integration tests over the wire,
 # the sqllogictest files, and every benchmark suite at smoke scale (with its
-# peers: PostgreSQL 15 and DuckDB). One release build serves all of them.
+# peers: PostgreSQL 15, DuckDB and Vortex). One release build serves all of them.
 #
 # Installs what the tests need when it can (as root with apt, or with pip);
 # a peer that cannot be installed makes its comparison skip with a reason.
@@ -24,6 +24,11 @@ fi
 if ! python3 -c 'import duckdb' 2>/dev/null; then
     echo "test.sh: installing the duckdb Python package for the TPC-H comparison"
     python3 -m pip install --quiet 'duckdb==2.0.1' || echo "test.sh: duckdb unavailable; its comparison will be skipped"
+fi
+
+if ! python3 -c 'import vortex, pyarrow' 2>/dev/null; then
+    echo "test.sh: installing vortex-data and pyarrow for the .zyr format comparisons"
+    python3 -m pip install --quiet 'vortex-data==0.90.0' 'pyarrow' || echo "test.sh: Vortex unavailable; its comparisons will be skipped"
 fi
 
 exec cargo test --workspace --release "$@"

@@ -6,18 +6,12 @@
 //! rows of the last run (as text, like the PostgreSQL text format) and the
 //! wall time of every run, measured inside the worker.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::python::{PythonWorker, package_version};
+
 const WORKER: &str = r#"
-import sys, os, json, time
-# Replies go to the original stdout; anything DuckDB prints itself (progress
-# bars) goes to stderr instead of corrupting the protocol.
-reply = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
 import duckdb
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
@@ -48,22 +42,12 @@ for line in sys.stdin:
 
 /// The DuckDB version the worker runs, or why DuckDB is unavailable.
 pub fn version() -> Result<String, String> {
-    let output = Command::new("python3")
-        .args(["-c", "import duckdb; print(duckdb.__version__)"])
-        .output()
-        .map_err(|e| format!("python3 not runnable: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    } else {
-        Err("the Python package duckdb is not installed (pip install duckdb)".into())
-    }
+    package_version("duckdb", "duckdb")
 }
 
 /// A running DuckDB worker with one in-memory database.
 pub struct DuckDb {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    worker: PythonWorker,
     pub version: String,
 }
 
@@ -74,69 +58,24 @@ pub struct Reply {
     pub rows: Vec<Vec<Option<String>>>,
 }
 
-#[derive(Deserialize)]
-struct RawReply {
-    ok: bool,
-    #[serde(default)]
-    error: String,
-    #[serde(default)]
-    times_ms: Vec<f64>,
-    #[serde(default)]
-    rows: Vec<Vec<Option<String>>>,
-}
-
 impl DuckDb {
     /// Starts the worker; `threads` limits DuckDB's parallelism (None: its default).
     pub fn start(threads: Option<usize>) -> Result<Self, String> {
         let version = version()?;
-        let mut child = Command::new("python3")
-            .args(["-u", "-c", WORKER])
-            .arg(threads.map(|t| t.to_string()).unwrap_or_default())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("starting python3: {e}"))?;
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        Ok(Self {
-            child,
-            stdin,
-            stdout,
-            version,
-        })
+        let worker = PythonWorker::start(
+            "duckdb",
+            WORKER,
+            &[threads.map(|t| t.to_string()).unwrap_or_default()],
+        )?;
+        Ok(Self { worker, version })
     }
 
     /// Runs `sql` `repeat` times; rows of the last run.
     pub fn run(&mut self, sql: &str, repeat: usize) -> Result<Reply, String> {
-        let request = json!({"sql": sql, "repeat": repeat.max(1)});
-        writeln!(self.stdin, "{request}").map_err(|e| format!("duckdb worker: {e}"))?;
-        self.stdin
-            .flush()
-            .map_err(|e| format!("duckdb worker: {e}"))?;
-        let mut line = String::new();
-        self.stdout
-            .read_line(&mut line)
-            .map_err(|e| format!("duckdb worker: {e}"))?;
-        if line.is_empty() {
-            return Err("duckdb worker exited".into());
-        }
-        let raw: RawReply =
-            serde_json::from_str(&line).map_err(|e| format!("duckdb reply: {e}"))?;
-        if !raw.ok {
-            return Err(format!("duckdb: {}", raw.error));
-        }
-        Ok(Reply {
-            times_ms: raw.times_ms,
-            rows: raw.rows,
-        })
-    }
-}
-
-impl Drop for DuckDb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let reply = self
+            .worker
+            .request(&json!({"sql": sql, "repeat": repeat.max(1)}))?;
+        serde_json::from_value(reply).map_err(|e| format!("duckdb reply: {e}"))
     }
 }
 

@@ -23,8 +23,10 @@
 pub mod duckdb;
 pub mod machine;
 pub mod postgres;
+pub mod python;
 pub mod result;
 pub mod samples;
+pub mod vortex;
 
 pub use result::{Metric, Peer, SuiteResult, SuiteRun};
 pub use samples::Samples;

@@ -59,6 +59,25 @@ impl Metric {
         }
     }
 
+    /// A quantity measured once (a file size, a fraction skipped): one sample.
+    pub fn single(name: &str, unit: &str, higher_is_better: bool, value: f64) -> Self {
+        let spread = Spread {
+            count: 1,
+            min: value,
+            p50: value,
+            p95: value,
+            p99: value,
+            max: value,
+        };
+        Self::from_spread(name, unit, higher_is_better, spread)
+    }
+
+    /// The same measurement under another name (one metric per peer compared).
+    pub fn renamed(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self
+    }
+
     /// A latency in milliseconds (lower is better).
     pub fn latency_ms(name: &str, samples: &Samples) -> Self {
         Self::from_spread(name, "ms", false, samples.spread_ms())

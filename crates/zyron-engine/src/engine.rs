@@ -61,12 +61,16 @@ impl Engine {
         }
         let runtime = runtime.build_arc().map_err(to_zyron_error)?;
 
-        let state = SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
             .build();
+        state
+            .table_factories_mut()
+            .insert("ZYR".into(), Arc::new(crate::zyr::ZyrTableFactory));
         let ctx = SessionContext::new_with_state(state);
+        ctx.register_udtf("read_zyr", Arc::new(crate::zyr::ReadZyr));
         datafusion_pg_catalog::setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
             .map_err(|e| ZyronError::internal(format!("setting up pg_catalog: {e}")))?;
         crate::settings::register_functions(&ctx);

@@ -31,6 +31,7 @@ mod session;
 mod settings;
 mod statement;
 pub mod storage_standin;
+pub mod zyr;
 
 pub use datafusion;
 pub use engine::{Engine, EngineOptions};

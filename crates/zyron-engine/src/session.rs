@@ -247,6 +247,14 @@ impl Session {
         statement: datafusion::sql::parser::Statement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
+        if let datafusion::sql::parser::Statement::CopyTo(copy) = &statement
+            && crate::zyr::is_zyr_target(copy)
+        {
+            let rows = crate::zyr::copy_to_zyr(&self.ctx, copy).await?;
+            return Ok(StatementResult::Command(
+                CommandTag::new("COPY").with_rows(rows),
+            ));
+        }
         let mut plan = self.plan(statement).await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params).map_err(to_zyron_error)?;

@@ -23,14 +23,19 @@ impl ByteWriter {
     pub fn u64(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn i128(&mut self, v: i128) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
     pub fn f64(&mut self, v: f64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     /// Unsigned LEB128.
     pub fn uvarint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+    /// Unsigned LEB128 of a 128-bit value (at most 19 bytes).
+    pub fn uvarint128(&mut self, mut v: u128) {
         while v >= 0x80 {
             self.buf.push((v as u8) | 0x80);
             v >>= 7;
@@ -89,9 +94,6 @@ impl<'a> ByteReader<'a> {
     pub fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    pub fn i128(&mut self) -> Result<i128> {
-        Ok(i128::from_le_bytes(self.array()?))
-    }
     pub fn f64(&mut self) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array()?))
     }
@@ -105,6 +107,20 @@ impl<'a> ByteReader<'a> {
             }
         }
         corrupt(format!("{}: varint longer than 10 bytes", self.what))
+    }
+    pub fn uvarint128(&mut self) -> Result<u128> {
+        let mut value = 0u128;
+        for shift in (0..128).step_by(7) {
+            let byte = self.u8()?;
+            value |= u128::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        corrupt(format!(
+            "{}: 128-bit varint longer than 19 bytes",
+            self.what
+        ))
     }
     /// A uvarint that must not exceed `max` (a count or length that sizes an allocation).
     pub fn uvarint_max(&mut self, max: u64, field: &str) -> Result<usize> {

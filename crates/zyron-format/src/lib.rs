@@ -15,6 +15,7 @@ pub mod object_reader;
 pub mod predicate;
 pub mod reader;
 pub mod stats;
+pub mod testing;
 pub mod types;
 pub mod writer;
 

@@ -169,9 +169,10 @@ impl Stat {
         match self {
             Stat::None => w.u8(0),
             Stat::Int { min, max } => {
+                // Zigzag varint minimum and varint width: a zone of small integers takes a few bytes.
                 w.u8(1);
-                w.i128(*min);
-                w.i128(*max);
+                w.uvarint128(((*min << 1) ^ (*min >> 127)) as u128);
+                w.uvarint128(max.wrapping_sub(*min) as u128);
             }
             Stat::Float { min, max, has_nan } => {
                 w.u8(2);
@@ -191,10 +192,18 @@ impl Stat {
     pub(crate) fn read(r: &mut ByteReader<'_>) -> Result<Stat> {
         Ok(match r.u8()? {
             0 => Stat::None,
-            1 => Stat::Int {
-                min: r.i128()?,
-                max: r.i128()?,
-            },
+            1 => {
+                let zigzag = r.uvarint128()?;
+                let min = ((zigzag >> 1) as i128) ^ -((zigzag & 1) as i128);
+                let width = r.uvarint128()?;
+                // The width is up to 2^128 - 1 (i128::MIN to i128::MAX): add it modulo 2^128
+                // and check that it did not run past i128::MAX.
+                let max = min.wrapping_add(width as i128);
+                if max < min {
+                    return corrupt("integer statistic out of range");
+                }
+                Stat::Int { min, max }
+            }
             2 => Stat::Float {
                 min: r.f64()?,
                 max: r.f64()?,
@@ -282,5 +291,23 @@ mod tests {
                 has_nan: true
             }
         );
+    }
+
+    #[test]
+    fn integer_statistics_round_trip_at_the_extremes() {
+        for (min, max) in [
+            (0, 0),
+            (-1, 1),
+            (i128::MIN, i128::MAX),
+            (i128::MAX, i128::MAX),
+            (-5, 1_000_000),
+        ] {
+            let mut w = ByteWriter::default();
+            Stat::Int { min, max }.write(&mut w);
+            assert_eq!(
+                Stat::read(&mut ByteReader::new(&w.buf, "stat")).unwrap(),
+                Stat::Int { min, max }
+            );
+        }
     }
 }

@@ -342,6 +342,7 @@ impl<W: Write> ZyrWriter<W> {
         Ok(BloomRef {
             offset,
             len: bytes.len() as u32,
+            checksum: checksum32(&bytes),
         })
     }
 }

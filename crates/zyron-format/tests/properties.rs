@@ -64,10 +64,6 @@ fn strings() -> impl Strategy<Value = Vec<Vec<u8>>> {
     ]
 }
 
-fn range_within(len: usize) -> impl Strategy<Value = Range<usize>> {
-    (0..=len, 0..=len).prop_map(|(a, b)| a.min(b)..a.max(b))
-}
-
 /// Encodes with `encode`; when it applies, checks decode of the whole stream and of `rows`.
 fn check<D: Domain>(
     encode: fn(D::Input<'_>, Cascade) -> Option<Vec<u8>>,

@@ -251,3 +251,60 @@ async fn shutdown_cancels_queries_that_outlive_the_grace_period() {
     assert_eq!(sqlstate(&err), "57P01");
     let _ = busy_connection.await.unwrap();
 }
+
+/// `.zyr` files from a client: COPY TO writes one, read_zyr and an external table read it,
+/// with filters pushed down; a damaged file answers XX001 and the session carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zyr_files_are_written_and_queried_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("orders.zyr");
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    let copied = client
+        .execute(&format!("COPY (SELECT value AS id, concat('c', value % 10) AS customer FROM generate_series(1, 50000)) TO '{}'", path.display()), &[])
+        .await
+        .unwrap();
+    assert_eq!(copied, 50_000);
+    let rows = simple_rows(
+        client
+            .simple_query(&format!("SELECT count(*), min(id), max(id) FROM read_zyr('{}') WHERE customer = 'c3' AND id > 100", path.display()))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            Some("4990".into()),
+            Some("103".into()),
+            Some("49993".into())
+        ]]
+    );
+    client
+        .batch_execute(&format!(
+            "CREATE EXTERNAL TABLE orders STORED AS ZYR LOCATION '{}'",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let row = client
+        .query_one("SELECT count(*) FROM orders WHERE id = $1", &[&77i64])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[40] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+    let err = client
+        .simple_query(&format!(
+            "SELECT sum(id) FROM read_zyr('{}')",
+            path.display()
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&err), "XX001", "{err}");
+    assert!(
+        client.simple_query("SELECT 1").await.is_ok(),
+        "the session survives a damaged file"
+    );
+}

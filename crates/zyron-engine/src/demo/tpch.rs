@@ -101,6 +101,14 @@ fn reader(
 }
 
 /// Generates one table in `parts` parallel parts; each part is one partition.
+/// Generates one table's rows, all parts in order (so `lineitem` comes out sorted by
+/// `l_orderkey`).
+pub fn generate(table: &'static str, scale_factor: f64) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (schema, partitions) = generate_table(table, scale_factor, parts, &|_| {})?;
+    Ok((schema, partitions.into_iter().flatten().collect()))
+}
+
 fn generate_table(
     table: &'static str,
     scale_factor: f64,

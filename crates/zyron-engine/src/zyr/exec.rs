@@ -1,0 +1,157 @@
+//! `ZyrScanExec`: the physical scan of `.zyr` files, one partition per group of blocks.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, Statistics};
+use datafusion::error::DataFusionError;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use zyron_format::{ColumnPredicate, FilterMode, ScanOptions, ZyrFile};
+
+/// The blocks one partition reads from one file.
+#[derive(Clone, Debug)]
+pub struct BlockRange {
+    pub file: usize,
+    pub blocks: Range<usize>,
+}
+
+#[derive(Debug)]
+pub struct ZyrScanExec {
+    files: Vec<Arc<ZyrFile>>,
+    projection: Vec<usize>,
+    predicates: Vec<ColumnPredicate>,
+    partitions: Vec<Vec<BlockRange>>,
+    schema: SchemaRef,
+    statistics: Arc<Statistics>,
+    properties: Arc<PlanProperties>,
+}
+
+impl ZyrScanExec {
+    pub fn new(
+        files: Vec<Arc<ZyrFile>>,
+        projection: Vec<usize>,
+        predicates: Vec<ColumnPredicate>,
+        partitions: Vec<Vec<BlockRange>>,
+        schema: SchemaRef,
+        statistics: Statistics,
+    ) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            files,
+            projection,
+            predicates,
+            partitions,
+            schema,
+            statistics: Arc::new(statistics),
+            properties: Arc::new(properties),
+        }
+    }
+
+    pub fn predicates(&self) -> &[ColumnPredicate] {
+        &self.predicates
+    }
+}
+
+impl DisplayAs for ZyrScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "ZyrScanExec: files={}, projection={:?}, predicates={}",
+            self.files.len(),
+            self.projection,
+            self.predicates.len()
+        )
+    }
+}
+
+impl ExecutionPlan for ZyrScanExec {
+    fn name(&self) -> &str {
+        "ZyrScanExec"
+    }
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
+        let files = self.files.clone();
+        let options = ScanOptions {
+            projection: Some(self.projection.clone()),
+            predicates: self.predicates.clone(),
+            filter_mode: FilterMode::Auto,
+            verify_checksums: true,
+        };
+        let scans = ranges
+            .into_iter()
+            .map(move |r| -> Result<zyron_format::Scan> {
+                let scan = files[r.file].scan(options.clone()).map_err(format_error)?;
+                Ok(scan.with_blocks(r.blocks))
+            });
+        let batches = scans.flat_map(|scan| -> Box<dyn Iterator<Item = Result<_>> + Send> {
+            match scan {
+                Ok(scan) => Box::new(scan.map(|b| b.map_err(format_error))),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::iter(batches),
+        )))
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        Ok(match partition {
+            None => self.statistics.clone(),
+            Some(_) => Arc::new(Statistics::new_unknown(&self.schema)),
+        })
+    }
+}
+
+pub fn format_error(e: zyron_format::FormatError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

@@ -1,0 +1,338 @@
+//! SQL access to `.zyr` files: a [`ZyrTable`] provider with projection and filter pushdown,
+//! zone-map and bloom-filter pruning and exact statistics; `CREATE EXTERNAL TABLE ... STORED AS
+//! ZYR`; the `read_zyr('path')` table function; and `COPY (query) TO 'file.zyr'`.
+//!
+//! Whether filters run on encoded data is decided per query and per block: the reader keeps
+//! evaluating them while they remove most rows and falls back to zone-map pruning with a
+//! plain scan once they do not ([`zyron_format::FilterMode::Auto`]), so pushdown never costs
+//! more than a plain scan plus one block's worth of filtering.
+
+mod copy;
+mod exec;
+mod filters;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::catalog::{
+    Session, TableFunctionArgs, TableFunctionImpl, TableProvider, TableProviderFactory,
+};
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, Result, Statistics, plan_err};
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{CreateExternalTable, Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::scalar::ScalarValue;
+use zyron_format::{Stat, ZyrFile};
+
+pub use copy::{copy_to_zyr, is_zyr_target};
+pub use exec::ZyrScanExec;
+pub use filters::to_predicates;
+
+use exec::{BlockRange, format_error};
+
+/// One or more `.zyr` files with one schema, queryable through DataFusion.
+#[derive(Debug)]
+pub struct ZyrTable {
+    files: Vec<Arc<ZyrFile>>,
+    schema: SchemaRef,
+}
+
+impl ZyrTable {
+    /// Opens a `.zyr` file, or every `.zyr` file in a directory (in name order).
+    pub fn open(location: &str) -> Result<ZyrTable> {
+        let path = PathBuf::from(location.strip_prefix("file://").unwrap_or(location));
+        let paths = if path.is_dir() {
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(&path)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "zyr"))
+                .collect();
+            paths.sort();
+            paths
+        } else {
+            vec![path.clone()]
+        };
+        if paths.is_empty() {
+            return plan_err!("no .zyr files in {}", path.display());
+        }
+        let files = paths
+            .iter()
+            .map(|p| open_file(p))
+            .collect::<Result<Vec<_>>>()?;
+        let schema = files[0].schema();
+        if let Some((p, _)) = paths
+            .iter()
+            .zip(&files)
+            .find(|(_, f)| f.schema().fields() != schema.fields())
+        {
+            return plan_err!(
+                "{} has a different schema from {}",
+                p.display(),
+                paths[0].display()
+            );
+        }
+        Ok(ZyrTable { files, schema })
+    }
+
+    pub fn files(&self) -> &[Arc<ZyrFile>] {
+        &self.files
+    }
+
+    fn statistics_for(&self, projection: &[usize], exact: bool) -> Result<Statistics> {
+        let rows: u64 = self.files.iter().map(|f| f.num_rows()).sum();
+        let bytes: u64 = self.files.iter().map(|f| f.file_len()).sum();
+        let precision = |v: usize| {
+            if exact {
+                Precision::Exact(v)
+            } else {
+                Precision::Inexact(v)
+            }
+        };
+        let mut columns = vec![];
+        for c in projection {
+            let mut merged: Option<zyron_format::ZoneMap> = None;
+            for f in &self.files {
+                let s = f.column_statistics(*c).map_err(format_error)?;
+                merged = Some(match merged {
+                    None => s,
+                    Some(m) => m.merge(&s),
+                });
+            }
+            let dt = self.schema.field(*c).data_type();
+            let (min, max) = merged
+                .as_ref()
+                .map(|m| stat_bounds(&m.stat, dt))
+                .unwrap_or((None, None));
+            let wrap = |v: Option<ScalarValue>| match v {
+                Some(v) if exact => Precision::Exact(v),
+                Some(v) => Precision::Inexact(v),
+                None => Precision::Absent,
+            };
+            columns.push(ColumnStatistics {
+                null_count: merged
+                    .as_ref()
+                    .map_or(Precision::Absent, |m| precision(m.nulls as usize)),
+                min_value: wrap(min),
+                max_value: wrap(max),
+                ..ColumnStatistics::new_unknown()
+            });
+        }
+        Ok(Statistics {
+            num_rows: precision(rows as usize),
+            total_byte_size: Precision::Inexact(bytes as usize),
+            column_statistics: columns,
+        })
+    }
+
+    /// Splits the files' blocks into at most `partitions` groups of similar size.
+    fn partitions(&self, partitions: usize) -> Result<Vec<Vec<BlockRange>>> {
+        let mut units = vec![];
+        for (i, f) in self.files.iter().enumerate() {
+            let blocks = match f.schema().fields().len() {
+                0 => 0,
+                _ => f.column_meta(0).map_err(format_error)?.blocks.len(),
+            };
+            units.extend((0..blocks).map(|b| (i, b)));
+        }
+        let per = units.len().div_ceil(partitions.max(1)).max(1);
+        Ok(units
+            .chunks(per)
+            .map(|chunk| {
+                let mut ranges: Vec<BlockRange> = vec![];
+                for (file, block) in chunk {
+                    match ranges.last_mut() {
+                        Some(r) if r.file == *file && r.blocks.end == *block => r.blocks.end += 1,
+                        _ => ranges.push(BlockRange {
+                            file: *file,
+                            blocks: *block..*block + 1,
+                        }),
+                    }
+                }
+                ranges
+            })
+            .collect())
+    }
+}
+
+fn open_file(path: &Path) -> Result<Arc<ZyrFile>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| DataFusionError::Plan(format!("cannot open {}: {e}", path.display())))?;
+    let zyr = ZyrFile::open(file)
+        .map_err(|e| DataFusionError::Plan(format!("{}: {e}", path.display())))?;
+    Ok(Arc::new(zyr))
+}
+
+/// Min and max of a column as scalars of its type, when the statistic is exact.
+fn stat_bounds(stat: &Stat, dt: &DataType) -> (Option<ScalarValue>, Option<ScalarValue>) {
+    let int = |v: i128| -> Option<ScalarValue> {
+        Some(match dt {
+            DataType::Boolean => ScalarValue::Boolean(Some(v == 1)),
+            DataType::Int8 => ScalarValue::Int8(Some(v as i8)),
+            DataType::Int16 => ScalarValue::Int16(Some(v as i16)),
+            DataType::Int32 => ScalarValue::Int32(Some(v as i32)),
+            DataType::Int64 => ScalarValue::Int64(Some(v as i64)),
+            DataType::UInt8 => ScalarValue::UInt8(Some(v as u8)),
+            DataType::UInt16 => ScalarValue::UInt16(Some(v as u16)),
+            DataType::UInt32 => ScalarValue::UInt32(Some(v as u32)),
+            DataType::UInt64 => ScalarValue::UInt64(Some(v as u64)),
+            DataType::Date32 => ScalarValue::Date32(Some(v as i32)),
+            DataType::Decimal128(p, s) => ScalarValue::Decimal128(Some(v), *p, *s),
+            DataType::Timestamp(unit, tz) => {
+                let (v, tz) = (Some(v as i64), tz.clone());
+                match unit {
+                    TimeUnit::Second => ScalarValue::TimestampSecond(v, tz),
+                    TimeUnit::Millisecond => ScalarValue::TimestampMillisecond(v, tz),
+                    TimeUnit::Microsecond => ScalarValue::TimestampMicrosecond(v, tz),
+                    TimeUnit::Nanosecond => ScalarValue::TimestampNanosecond(v, tz),
+                }
+            }
+            _ => return None,
+        })
+    };
+    match (stat, dt) {
+        (Stat::Int { min, max }, _) => (int(*min), int(*max)),
+        (
+            Stat::Float {
+                min,
+                max,
+                has_nan: false,
+            },
+            DataType::Float64,
+        ) => (
+            Some(ScalarValue::Float64(Some(*min))),
+            Some(ScalarValue::Float64(Some(*max))),
+        ),
+        (
+            Stat::Float {
+                min,
+                max,
+                has_nan: false,
+            },
+            DataType::Float32,
+        ) => (
+            Some(ScalarValue::Float32(Some(*min as f32))),
+            Some(ScalarValue::Float32(Some(*max as f32))),
+        ),
+        (
+            Stat::Bytes {
+                min,
+                max,
+                exact: true,
+            },
+            DataType::Utf8 | DataType::Utf8View,
+        ) => {
+            let s = |b: &Vec<u8>| String::from_utf8(b.clone()).ok();
+            let make = |v: Option<String>| {
+                v.map(|v| {
+                    if *dt == DataType::Utf8 {
+                        ScalarValue::Utf8(Some(v))
+                    } else {
+                        ScalarValue::Utf8View(Some(v))
+                    }
+                })
+            };
+            (make(s(min)), make(s(max)))
+        }
+        _ => (None, None),
+    }
+}
+
+#[async_trait]
+impl TableProvider for ZyrTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if to_predicates(f, &self.schema).is_empty() {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    TableProviderFilterPushDown::Inexact
+                }
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        self.statistics_for(&(0..self.schema.fields().len()).collect::<Vec<_>>(), true)
+            .ok()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let predicates: Vec<_> = filters
+            .iter()
+            .flat_map(|f| to_predicates(f, &self.schema))
+            .collect();
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let statistics = self.statistics_for(&projection, predicates.is_empty())?;
+        let partitions = self.partitions(state.config().target_partitions())?;
+        Ok(Arc::new(ZyrScanExec::new(
+            self.files.clone(),
+            projection,
+            predicates,
+            partitions,
+            schema,
+            statistics,
+        )))
+    }
+}
+
+/// `CREATE EXTERNAL TABLE name STORED AS ZYR LOCATION 'path'`.
+#[derive(Debug, Default)]
+pub struct ZyrTableFactory;
+
+#[async_trait]
+impl TableProviderFactory for ZyrTableFactory {
+    async fn create(
+        &self,
+        _state: &dyn Session,
+        cmd: &CreateExternalTable,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let [location] = cmd.locations.as_slice() else {
+            return plan_err!("a ZYR table needs exactly one LOCATION");
+        };
+        Ok(Arc::new(ZyrTable::open(location)?))
+    }
+}
+
+/// `SELECT ... FROM read_zyr('path')`.
+#[derive(Debug, Default)]
+pub struct ReadZyr;
+
+impl TableFunctionImpl for ReadZyr {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        match args.exprs() {
+            [
+                Expr::Literal(
+                    ScalarValue::Utf8(Some(path))
+                    | ScalarValue::Utf8View(Some(path))
+                    | ScalarValue::LargeUtf8(Some(path)),
+                    _,
+                ),
+            ] => Ok(Arc::new(ZyrTable::open(path)?)),
+            _ => plan_err!(
+                "read_zyr takes one string literal: the path of a .zyr file or of a directory of them"
+            ),
+        }
+    }
+}

@@ -1,0 +1,1196 @@
+//! The `.zyr` format suites: `columnar`, `encoding`, `format`, `pruning`, `encoded_filter` and
+//! `checksum` (see `docs/benchmarks.md`). Each compares `.zyr` side by side, in the same run and
+//! on the same data, with Parquet written by arrow-rs (zstd level 3, and snappy) and, where the
+//! Python package `vortex-data` imports, with Vortex. Every suite checks answers (rows, sums,
+//! whole decoded tables) against the peer's before reporting a number.
+//!
+//! Data: TPC-H `lineitem` from tpchgen (SF 0.01 smoke, SF 1 full), and two generated tables:
+//! `strings` (URLs, e-mail addresses, UUIDs, log levels, user agents, free text) and `floats`
+//! (prices with 2 decimals, coordinates with 6, f32 temperatures with 1, integral counters
+//! stored as doubles, and uniformly random doubles that no encoding can shrink).
+//!
+//! The suites run one at a time (they share a lock), each single-threaded where it times
+//! decoding, so they do not compete for the machine's two cores.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::compute::{cast, concat_batches};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use datafusion::parquet::file::statistics::Statistics as ParquetStatistics;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use serde_json::json;
+use zyron_bench::vortex::{Vortex, times_ms};
+use zyron_bench::{Metric, Samples, Scale, SuiteRun};
+use zyron_format::{
+    CmpOp, ColumnPredicate, FilterMode, PredicateOp, Scalar, ScanOptions, WriterOptions, ZyrFile,
+    ZyrWriter,
+};
+
+/// The suites take turns: timings from two at once would measure each other.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rounds(scale: Scale) -> usize {
+    scale.pick(2, 5)
+}
+
+// ---------------------------------------------------------------- data
+
+/// A table for the suites, with its size as Arrow holds it.
+struct Table {
+    name: &'static str,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    /// Bytes of the values as Arrow lays them out (offsets + data for strings, width x rows
+    /// otherwise, plus validity), the measure pyarrow's `nbytes` reports.
+    arrow_bytes: u64,
+}
+
+impl Table {
+    fn new(name: &'static str, batches: Vec<RecordBatch>) -> Table {
+        // Strings as Utf8 (what pyarrow reads and what every format here decodes to).
+        let batches: Vec<RecordBatch> = batches.iter().map(to_utf8).collect();
+        let schema = batches[0].schema();
+        let rows = batches.iter().map(|b| b.num_rows()).sum();
+        let arrow_bytes = batches.iter().map(arrow_nbytes).sum();
+        Table {
+            name,
+            schema,
+            batches,
+            rows,
+            arrow_bytes,
+        }
+    }
+
+    fn mb(&self) -> f64 {
+        self.arrow_bytes as f64 / 1e6
+    }
+}
+
+fn to_utf8(batch: &RecordBatch) -> RecordBatch {
+    let columns: Vec<ArrayRef> = batch
+        .columns()
+        .iter()
+        .map(|c| {
+            if *c.data_type() == DataType::Utf8View {
+                cast(c, &DataType::Utf8).unwrap()
+            } else {
+                c.clone()
+            }
+        })
+        .collect();
+    let fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable()))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+}
+
+fn arrow_nbytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let validity = if c.null_count() > 0 {
+                c.len().div_ceil(8)
+            } else {
+                0
+            };
+            let values = match c.data_type() {
+                DataType::Utf8 => c.as_string::<i32>().value_data().len() + 4 * (c.len() + 1),
+                DataType::Boolean => c.len().div_ceil(8),
+                dt => dt.primitive_width().unwrap_or(8) * c.len(),
+            };
+            (validity + values) as u64
+        })
+        .sum()
+}
+
+fn lineitem(scale: Scale) -> &'static Table {
+    static DATA: OnceLock<Table> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let (_, batches) =
+            zyron_engine::demo::tpch::generate("lineitem", scale.pick(0.01, 1.0)).unwrap();
+        Table::new("lineitem", batches)
+    })
+}
+
+/// A deterministic pseudo-random sequence (xorshift), so every run writes the same data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn strings(scale: Scale) -> &'static Table {
+    static DATA: OnceLock<Table> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let rows = scale.pick(60_000, 2_000_000);
+        let mut rng = Rng(0x2545F4914F6CDD1D);
+        let hosts = ["example.com", "shop.example.org", "api.service.io", "cdn.static.net", "news.site.co.uk"];
+        let words = ["order", "customer", "payment", "refund", "session", "timeout", "retry", "cache", "miss", "user", "login", "failed", "accepted", "shipment", "delayed"];
+        let agents: Vec<String> = (0..20).map(|i| format!("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.{i} (KHTML, like Gecko) Chrome/12{i}.0 Safari/537.{i}")).collect();
+        let levels = ["INFO", "WARN", "ERROR", "DEBUG", "TRACE"];
+        let mut columns: Vec<Vec<String>> = vec![Vec::with_capacity(rows); 6];
+        for _ in 0..rows {
+            let host = hosts[rng.below(5) as usize];
+            columns[0].push(format!("https://{host}/{}/{}?id={}", words[rng.below(15) as usize], words[rng.below(15) as usize], rng.below(1_000_000)));
+            columns[1].push(format!("{}.{}{}@{}", words[rng.below(15) as usize], words[rng.below(15) as usize], rng.below(10_000), hosts[rng.below(5) as usize]));
+            columns[2].push(format!("{:016x}{:016x}", rng.next(), rng.next()));
+            columns[3].push(levels[(rng.below(100) as usize).min(99) / 40].to_string());
+            columns[4].push(agents[rng.below(20) as usize].clone());
+            let n = 3 + rng.below(12) as usize;
+            columns[5].push((0..n).map(|_| words[rng.below(15) as usize]).collect::<Vec<_>>().join(" "));
+        }
+        let names = ["url", "email", "uuid", "level", "user_agent", "message"];
+        let schema = Arc::new(Schema::new(names.iter().map(|n| Field::new(*n, DataType::Utf8, false)).collect::<Vec<_>>()));
+        let arrays: Vec<ArrayRef> = columns.into_iter().map(|c| Arc::new(StringArray::from(c)) as ArrayRef).collect();
+        Table::new("strings", split(RecordBatch::try_new(schema, arrays).unwrap()))
+    })
+}
+
+fn floats(scale: Scale) -> &'static Table {
+    static DATA: OnceLock<Table> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let rows = scale.pick(60_000, 4_000_000);
+        let mut rng = Rng(0x9E3779B97F4A7C15);
+        let mut price = Vec::with_capacity(rows);
+        let mut lat = Vec::with_capacity(rows);
+        let mut lon = Vec::with_capacity(rows);
+        let mut temperature = Vec::with_capacity(rows);
+        let mut counter = Vec::with_capacity(rows);
+        let mut random = Vec::with_capacity(rows);
+        let mut walk = 1_000_000i64;
+        for i in 0..rows {
+            price.push((rng.below(10_000_000) + 100) as f64 / 100.0);
+            lat.push((rng.below(180_000_000) as i64 - 90_000_000) as f64 / 1e6);
+            lon.push((rng.below(360_000_000) as i64 - 180_000_000) as f64 / 1e6);
+            walk += rng.below(21) as i64 - 10;
+            temperature.push((walk.rem_euclid(600) as f32) / 10.0);
+            counter.push((i as u64 * 3 + rng.below(3)) as f64);
+            random.push(f64::from_bits(0x3FF0_0000_0000_0000 | (rng.next() >> 12)) - 1.0);
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("price", DataType::Float64, false),
+            Field::new("lat", DataType::Float64, false),
+            Field::new("lon", DataType::Float64, false),
+            Field::new("temperature", DataType::Float32, false),
+            Field::new("counter", DataType::Float64, false),
+            Field::new("random", DataType::Float64, false),
+        ]));
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(price)),
+            Arc::new(Float64Array::from(lat)),
+            Arc::new(Float64Array::from(lon)),
+            Arc::new(Float32Array::from(temperature)),
+            Arc::new(Float64Array::from(counter)),
+            Arc::new(Float64Array::from(random)),
+        ];
+        Table::new(
+            "floats",
+            split(RecordBatch::try_new(schema, arrays).unwrap()),
+        )
+    })
+}
+
+fn split(batch: RecordBatch) -> Vec<RecordBatch> {
+    (0..batch.num_rows())
+        .step_by(65_536)
+        .map(|s| batch.slice(s, 65_536.min(batch.num_rows() - s)))
+        .collect()
+}
+
+// ---------------------------------------------------------------- writers and readers
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Codec {
+    Zstd,
+    Snappy,
+}
+
+impl Codec {
+    fn label(self) -> &'static str {
+        match self {
+            Codec::Zstd => "parquet (arrow-rs 59, zstd 3)",
+            Codec::Snappy => "parquet (arrow-rs 59, snappy)",
+        }
+    }
+}
+
+fn write_zyr(t: &Table, options: WriterOptions) -> Bytes {
+    let mut w = ZyrWriter::new(
+        Vec::with_capacity(t.arrow_bytes as usize / 4),
+        t.schema.clone(),
+        options,
+    )
+    .unwrap();
+    for b in &t.batches {
+        w.write(b).unwrap();
+    }
+    Bytes::from(w.finish().unwrap().0)
+}
+
+fn parquet_properties(codec: Codec, bloom_columns: &[&str]) -> WriterProperties {
+    let compression = match codec {
+        Codec::Zstd => Compression::ZSTD(ZstdLevel::try_new(3).unwrap()),
+        Codec::Snappy => Compression::SNAPPY,
+    };
+    let mut p = WriterProperties::builder()
+        .set_compression(compression)
+        .set_statistics_enabled(EnabledStatistics::Page);
+    for c in bloom_columns {
+        p = p.set_column_bloom_filter_enabled((*c).into(), true);
+    }
+    p.build()
+}
+
+fn write_parquet(t: &Table, codec: Codec) -> Bytes {
+    let mut out = Vec::with_capacity(t.arrow_bytes as usize / 4);
+    let mut w = ArrowWriter::try_new(
+        &mut out,
+        t.schema.clone(),
+        Some(parquet_properties(codec, &[])),
+    )
+    .unwrap();
+    for b in &t.batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+    Bytes::from(out)
+}
+
+/// Decodes every row of every column; returns the batches.
+fn scan_zyr(bytes: &Bytes) -> Vec<RecordBatch> {
+    let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
+    file.scan(ScanOptions::default())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+fn scan_parquet(bytes: &Bytes) -> Vec<RecordBatch> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+        .unwrap()
+        .with_batch_size(65_536)
+        .build()
+        .unwrap();
+    reader.map(|b| b.unwrap()).collect()
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+    let start = Instant::now();
+    let out = f();
+    (start.elapsed(), out)
+}
+
+fn same_table(schema: &SchemaRef, a: &[RecordBatch], b: &[RecordBatch], what: &str) {
+    let a = concat_batches(schema, a).unwrap();
+    let b = concat_batches(&b[0].schema(), b).unwrap();
+    assert_eq!(a.num_rows(), b.num_rows(), "{what}: row counts differ");
+    for i in 0..a.num_columns() {
+        assert_eq!(
+            a.column(i).as_ref(),
+            b.column(i).as_ref(),
+            "{what}: column {} differs",
+            schema.field(i).name()
+        );
+    }
+}
+
+/// A Vortex worker, or the reason there is none (recorded once per suite as skipped).
+fn vortex(run: &mut SuiteRun) -> Option<Vortex> {
+    match Vortex::start() {
+        Ok(v) => Some(v),
+        Err(reason) => {
+            run.skip(format!("Vortex comparison: {reason}"));
+            None
+        }
+    }
+}
+
+fn vortex_label(v: &Vortex) -> String {
+    format!("vortex (vortex-data {}, Python)", v.version)
+}
+
+/// Writes `t` as a Parquet file (for Vortex to read) and converts it; returns the Vortex path
+/// and (write ms, bytes).
+fn vortex_file(v: &mut Vortex, t: &Table, dir: &Path) -> Result<(PathBuf, f64, u64), String> {
+    let parquet = dir.join(format!("{}.parquet", t.name));
+    std::fs::write(&parquet, write_parquet(t, Codec::Zstd)).map_err(|e| e.to_string())?;
+    let path = dir.join(format!("{}.vortex", t.name));
+    let (ms, bytes) = v.write(parquet.to_str().unwrap(), path.to_str().unwrap())?;
+    Ok((path, ms, bytes))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn samples_of(values_ms: &[f64]) -> Samples {
+    let mut s = Samples::new();
+    for ms in values_ms {
+        s.record_duration(Duration::from_secs_f64(ms / 1e3));
+    }
+    s
+}
+
+// ---------------------------------------------------------------- columnar
+
+/// File size, write speed and full-scan decode speed on three tables.
+#[test]
+fn columnar() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("columnar");
+    let scale = run.scale();
+    let dir = tempfile::tempdir().unwrap();
+    let mut vortex = vortex(&mut run);
+    for t in [lineitem(scale), strings(scale), floats(scale)] {
+        let params = |m: Metric| {
+            m.param("table", t.name)
+                .param("rows", t.rows as u64)
+                .param("arrow_mb", (t.mb() * 10.0).round() / 10.0)
+        };
+        let (mut zyr_write, mut zstd_write, mut snappy_write) = (
+            Samples::for_values(),
+            Samples::for_values(),
+            Samples::for_values(),
+        );
+        let (mut zyr_scan, mut zstd_scan, mut snappy_scan) = (
+            Samples::for_values(),
+            Samples::for_values(),
+            Samples::for_values(),
+        );
+        let mut files = (Bytes::new(), Bytes::new(), Bytes::new());
+        for round in 0..rounds(scale) {
+            let (d, zyr) = time(|| write_zyr(t, WriterOptions::default()));
+            zyr_write.record_value(t.mb() / d.as_secs_f64());
+            let (d, zstd) = time(|| write_parquet(t, Codec::Zstd));
+            zstd_write.record_value(t.mb() / d.as_secs_f64());
+            let (d, snappy) = time(|| write_parquet(t, Codec::Snappy));
+            snappy_write.record_value(t.mb() / d.as_secs_f64());
+            let (d, ours) = time(|| scan_zyr(&zyr));
+            zyr_scan.record_value(t.mb() / 1e3 / d.as_secs_f64());
+            let (d, theirs) = time(|| scan_parquet(&zstd));
+            zstd_scan.record_value(t.mb() / 1e3 / d.as_secs_f64());
+            let (d, snappy_batches) = time(|| scan_parquet(&snappy));
+            snappy_scan.record_value(t.mb() / 1e3 / d.as_secs_f64());
+            if round == 0 {
+                same_table(
+                    &t.schema,
+                    &t.batches,
+                    &ours,
+                    &format!("{}: .zyr decode", t.name),
+                );
+                same_table(
+                    &t.schema,
+                    &theirs,
+                    &ours,
+                    &format!("{}: .zyr vs parquet zstd", t.name),
+                );
+                same_table(
+                    &t.schema,
+                    &snappy_batches,
+                    &ours,
+                    &format!("{}: .zyr vs parquet snappy", t.name),
+                );
+            }
+            files = (zyr, zstd, snappy);
+        }
+        let mb = |b: &Bytes| b.len() as f64 / 1e6;
+        let size = |peer: &str, v: f64| {
+            params(Metric::single(
+                &format!("{}_size", t.name),
+                "MB",
+                false,
+                mb(&files.0),
+            ))
+            .with_peer(peer, v)
+        };
+        run.push(
+            size(Codec::Zstd.label(), mb(&files.1)).renamed(&format!("{}_size_vs_zstd", t.name)),
+        );
+        run.push(
+            size(Codec::Snappy.label(), mb(&files.2))
+                .renamed(&format!("{}_size_vs_snappy", t.name)),
+        );
+        let write = Metric::throughput(&format!("{}_write", t.name), "MB/s", &zyr_write);
+        run.push(
+            params(write.clone())
+                .with_peer(Codec::Zstd.label(), zstd_write.spread(1.0).p50)
+                .renamed(&format!("{}_write_vs_zstd", t.name)),
+        );
+        run.push(
+            params(write)
+                .with_peer(Codec::Snappy.label(), snappy_write.spread(1.0).p50)
+                .renamed(&format!("{}_write_vs_snappy", t.name)),
+        );
+        let scan = Metric::throughput(&format!("{}_full_scan", t.name), "GB/s", &zyr_scan);
+        run.push(
+            params(scan.clone())
+                .with_peer(Codec::Zstd.label(), zstd_scan.spread(1.0).p50)
+                .renamed(&format!("{}_full_scan_vs_zstd", t.name)),
+        );
+        run.push(
+            params(scan.clone())
+                .with_peer(Codec::Snappy.label(), snappy_scan.spread(1.0).p50)
+                .renamed(&format!("{}_full_scan_vs_snappy", t.name)),
+        );
+        if let Some(v) = vortex.as_mut() {
+            match vortex_columnar(v, t, dir.path(), rounds(scale)) {
+                Ok((bytes, write_ms, scan_ms)) => {
+                    let label = vortex_label(v);
+                    run.push(
+                        size(&label, bytes as f64 / 1e6)
+                            .renamed(&format!("{}_size_vs_vortex", t.name)),
+                    );
+                    run.push(
+                        params(Metric::throughput(
+                            &format!("{}_write", t.name),
+                            "MB/s",
+                            &zyr_write,
+                        ))
+                        .with_peer(&label, t.mb() / (write_ms / 1e3))
+                        .renamed(&format!("{}_write_vs_vortex", t.name)),
+                    );
+                    run.push(
+                        params(scan)
+                            .with_peer(&label, t.mb() / 1e3 / (median(&scan_ms) / 1e3))
+                            .renamed(&format!("{}_full_scan_vs_vortex", t.name)),
+                    );
+                }
+                Err(reason) => run.skip(format!("Vortex on {}: {reason}", t.name)),
+            }
+        }
+    }
+    run.finish().unwrap();
+}
+
+fn vortex_columnar(
+    v: &mut Vortex,
+    t: &Table,
+    dir: &Path,
+    rounds: usize,
+) -> Result<(u64, f64, Vec<f64>), String> {
+    let (path, write_ms, bytes) = vortex_file(v, t, dir)?;
+    let reply =
+        v.request(json!({"op": "scan", "vortex": path.to_str().unwrap(), "repeat": rounds}))?;
+    if reply["rows"].as_u64() != Some(t.rows as u64) {
+        return Err(format!(
+            "Vortex returned {} rows, expected {}",
+            reply["rows"], t.rows
+        ));
+    }
+    Ok((bytes, write_ms, times_ms(&reply)))
+}
+
+// ---------------------------------------------------------------- encoding
+
+/// Per column of the three tables: the encoding `.zyr` chose, its size against Parquet's
+/// column chunk (zstd), and how fast the column alone decodes against Parquet's.
+#[test]
+fn encoding() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("encoding");
+    let scale = run.scale();
+    for t in [lineitem(scale), strings(scale), floats(scale)] {
+        let zyr = write_zyr(t, WriterOptions::default());
+        let parquet = write_parquet(t, Codec::Zstd);
+        let file = Arc::new(ZyrFile::open(zyr.clone()).unwrap());
+        let metadata = ParquetMetaDataReader::new()
+            .parse_and_finish(&parquet)
+            .unwrap();
+        for (c, field) in t.schema.fields().iter().enumerate() {
+            let ours_bytes: u64 = file
+                .column_meta(c)
+                .unwrap()
+                .blocks
+                .iter()
+                .map(|b| u64::from(b.len))
+                .sum();
+            let theirs_bytes: i64 = metadata
+                .row_groups()
+                .iter()
+                .map(|rg| rg.column(c).compressed_size())
+                .sum();
+            let mut encodings = file.column_encodings(c).unwrap();
+            encodings.sort();
+            encodings.dedup();
+            let column_mb = t
+                .batches
+                .iter()
+                .map(|b| arrow_nbytes(&b.project(&[c]).unwrap()))
+                .sum::<u64>() as f64
+                / 1e6;
+            let (mut ours, mut theirs) = (Samples::for_values(), Samples::for_values());
+            for _ in 0..rounds(scale) {
+                let (d, rows) = time(|| {
+                    file.scan(ScanOptions {
+                        projection: Some(vec![c]),
+                        ..Default::default()
+                    })
+                    .unwrap()
+                    .map(|b| b.unwrap().num_rows())
+                    .sum::<usize>()
+                });
+                assert_eq!(rows, t.rows);
+                ours.record_value(column_mb / 1e3 / d.as_secs_f64());
+                let (d, rows) = time(|| {
+                    let builder =
+                        ParquetRecordBatchReaderBuilder::try_new(parquet.clone()).unwrap();
+                    let mask = datafusion::parquet::arrow::ProjectionMask::roots(
+                        builder.parquet_schema(),
+                        [c],
+                    );
+                    builder
+                        .with_projection(mask)
+                        .with_batch_size(65_536)
+                        .build()
+                        .unwrap()
+                        .map(|b| b.unwrap().num_rows())
+                        .sum::<usize>()
+                });
+                assert_eq!(rows, t.rows);
+                theirs.record_value(column_mb / 1e3 / d.as_secs_f64());
+            }
+            let name = format!("{}.{}", t.name, field.name());
+            let params = |m: Metric| {
+                m.param("table", t.name)
+                    .param("column", field.name().as_str())
+                    .param("type", field.data_type().to_string())
+                    .param("encodings", encodings.join("+"))
+            };
+            run.push(
+                params(Metric::single(
+                    &format!("{name}_size"),
+                    "MB",
+                    false,
+                    ours_bytes as f64 / 1e6,
+                ))
+                .with_peer(Codec::Zstd.label(), theirs_bytes as f64 / 1e6),
+            );
+            run.push(
+                params(Metric::throughput(&format!("{name}_decode"), "GB/s", &ours))
+                    .with_peer(Codec::Zstd.label(), theirs.spread(1.0).p50),
+            );
+        }
+    }
+    run.finish().unwrap();
+}
+
+// ---------------------------------------------------------------- format
+
+/// Opening a 1,000-column file, and reading one row at random.
+#[test]
+fn format() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("format");
+    let scale = run.scale();
+    let dir = tempfile::tempdir().unwrap();
+    let mut vortex = vortex(&mut run);
+
+    let wide = wide_table(1_000, 4_096);
+    let zyr = write_zyr(&wide, WriterOptions::default());
+    let parquet = write_parquet(&wide, Codec::Zstd);
+    let (mut ours, mut theirs) = (Samples::new(), Samples::new());
+    for _ in 0..scale.pick(50, 300) {
+        let (d, file) = time(|| ZyrFile::open(zyr.clone()).unwrap());
+        assert_eq!(file.schema().fields().len(), 1_000);
+        ours.record_duration(d);
+        let (d, meta) = time(|| {
+            ParquetMetaDataReader::new()
+                .parse_and_finish(&parquet)
+                .unwrap()
+        });
+        assert_eq!(meta.file_metadata().schema_descr().num_columns(), 1_000);
+        theirs.record_duration(d);
+    }
+    let params = |m: Metric| m.param("columns", 1_000).param("rows", 4_096);
+    run.push(
+        params(Metric::latency_ms("footer_open_1000_columns", &ours))
+            .with_peer(Codec::Zstd.label(), theirs.spread_ms().p50)
+            .renamed("footer_open_1000_columns_vs_parquet"),
+    );
+    if let Some(v) = vortex.as_mut() {
+        let result = vortex_file(v, &wide, dir.path()).and_then(|(path, _, _)| v.request(json!({"op": "open", "vortex": path.to_str().unwrap(), "repeat": scale.pick(20, 100)})));
+        match result {
+            Ok(reply) => run.push(
+                params(Metric::latency_ms("footer_open_1000_columns", &ours))
+                    .with_peer(&vortex_label(v), median(&times_ms(&reply)))
+                    .renamed("footer_open_1000_columns_vs_vortex"),
+            ),
+            Err(reason) => run.skip(format!("Vortex footer open: {reason}")),
+        }
+    }
+
+    // One random row of lineitem, all 16 columns, from files already in memory.
+    let t = lineitem(scale);
+    let zyr = write_zyr(t, WriterOptions::default());
+    let file = Arc::new(ZyrFile::open(zyr).unwrap());
+    let parquet = write_parquet(t, Codec::Zstd);
+    let options = ArrowReaderOptions::new().with_page_index(true);
+    let metadata = ArrowReaderMetadata::load(&parquet, options).unwrap();
+    let all: Vec<usize> = (0..t.schema.fields().len()).collect();
+    let mut rng = Rng(42);
+    let rows: Vec<u64> = (0..scale.pick(100, 500))
+        .map(|_| rng.below(t.rows as u64))
+        .collect();
+    let (mut ours, mut theirs) = (Samples::new(), Samples::new());
+    for &row in &rows {
+        let (d, got) = time(|| file.read_rows(&all, row..row + 1).unwrap());
+        ours.record_duration(d);
+        let (d, expected) = time(|| {
+            let selection = RowSelection::from(vec![
+                RowSelector::skip(row as usize),
+                RowSelector::select(1),
+            ]);
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                parquet.clone(),
+                metadata.clone(),
+            )
+            .with_row_selection(selection)
+            .build()
+            .unwrap();
+            reader.map(|b| b.unwrap()).collect::<Vec<_>>()
+        });
+        theirs.record_duration(d);
+        same_table(&t.schema, &expected, &[got], &format!("row {row}"));
+    }
+    let params = |m: Metric| {
+        m.param("table", "lineitem")
+            .param("columns", 16)
+            .param("reads", rows.len() as u64)
+    };
+    run.push(
+        params(Metric::latency_ms("random_row", &ours))
+            .with_peer(
+                "parquet (arrow-rs 59, zstd 3, page index + row selection)",
+                theirs.spread_ms().p50,
+            )
+            .renamed("random_row_vs_parquet"),
+    );
+    if let Some(v) = vortex.as_mut() {
+        let indices: Vec<u64> = rows.iter().take(100).copied().collect();
+        let result = vortex_file(v, t, dir.path()).and_then(|(path, _, _)| {
+            v.request(json!({"op": "take", "vortex": path.to_str().unwrap(), "indices": indices}))
+        });
+        match result {
+            Ok(reply) => run.push(
+                params(Metric::latency_ms("random_row", &ours))
+                    .with_peer(&vortex_label(v), median(&times_ms(&reply)))
+                    .renamed("random_row_vs_vortex"),
+            ),
+            Err(reason) => run.skip(format!("Vortex random row: {reason}")),
+        }
+    }
+    run.finish().unwrap();
+}
+
+fn wide_table(columns: usize, rows: usize) -> Table {
+    let fields: Vec<Field> = (0..columns)
+        .map(|i| Field::new(format!("metric_{i:04}"), DataType::Int64, true))
+        .collect();
+    let arrays: Vec<ArrayRef> = (0..columns)
+        .map(|i| {
+            Arc::new(Int64Array::from_iter_values(
+                (0..rows as i64).map(|r| r * (i as i64 + 1) % 1_000),
+            )) as ArrayRef
+        })
+        .collect();
+    Table::new(
+        "wide",
+        vec![RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap()],
+    )
+}
+
+// ---------------------------------------------------------------- pruning
+
+/// How much of lineitem zone maps and bloom filters let a scan skip, against what Parquet's
+/// row-group statistics allow (arrow-rs default: row groups of 1Mi rows) and its page index.
+#[test]
+fn pruning() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("pruning");
+    let scale = run.scale();
+    let t = lineitem(scale);
+    let zyr = write_zyr(
+        t,
+        WriterOptions {
+            bloom_filter_columns: vec!["l_comment".into()],
+            ..Default::default()
+        },
+    );
+    let file = Arc::new(ZyrFile::open(zyr).unwrap());
+    let parquet = write_parquet(t, Codec::Zstd);
+    let metadata = ParquetMetaDataReader::new()
+        .parse_and_finish(&parquet)
+        .unwrap();
+    let orderkey = t.schema.index_of("l_orderkey").unwrap();
+    let max_key = t
+        .batches
+        .iter()
+        .map(|b| {
+            datafusion::arrow::compute::max(b.column(orderkey).as_primitive::<Int64Type>()).unwrap()
+        })
+        .max()
+        .unwrap();
+    let comment = t.schema.index_of("l_comment").unwrap();
+    let some_comment = t.batches[t.batches.len() / 2]
+        .column(comment)
+        .as_string::<i32>()
+        .value(7)
+        .to_owned();
+    let shipdate = t.schema.index_of("l_shipdate").unwrap();
+    let cases: Vec<(&str, ColumnPredicate)> = vec![
+        (
+            "orderkey_lt_1pct",
+            ColumnPredicate {
+                column: orderkey,
+                op: PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(i128::from(max_key / 100))),
+            },
+        ),
+        (
+            "orderkey_eq",
+            ColumnPredicate {
+                column: orderkey,
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Int(i128::from(max_key / 2 + 1))),
+            },
+        ),
+        (
+            "shipdate_eq",
+            ColumnPredicate {
+                column: shipdate,
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Int(9_300)),
+            },
+        ),
+        (
+            "comment_eq",
+            ColumnPredicate {
+                column: comment,
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(some_comment.as_bytes().to_vec())),
+            },
+        ),
+    ];
+    for (name, p) in cases {
+        let mut scan = file
+            .scan(ScanOptions {
+                projection: Some(vec![orderkey]),
+                predicates: vec![p.clone()],
+                filter_mode: FilterMode::Pushdown,
+                ..Default::default()
+            })
+            .unwrap();
+        let rows: usize = scan.by_ref().map(|b| b.unwrap().num_rows()).sum();
+        let m = scan.metrics().clone();
+        let expected = count_matching(t, &p);
+        assert_eq!(
+            rows, expected,
+            "{name}: the scan must return exactly the matching rows"
+        );
+        let skipped = m.vectors_skipped as f64 / m.vectors as f64;
+        let parquet_skipped = parquet_rows_skipped(&metadata, &p, t.rows);
+        let metric = Metric::single(&format!("{name}_rows_skipped"), "fraction", true, skipped)
+            .param("matching_rows", expected as u64)
+            .param("blocks_skipped", m.blocks_skipped)
+            .param("blocks", m.blocks)
+            .param("bloom_skips", m.bloom_skips);
+        match parquet_skipped {
+            Some(ps) => run
+                .push(metric.with_peer("parquet (arrow-rs 59 row-group statistics)", ps.max(1e-9))),
+            None => run.push(metric),
+        }
+    }
+
+    // Files: lineitem split into 8 files by l_orderkey; a 1% range on it should leave 7 unread.
+    let per_file = t.batches.len().div_ceil(8);
+    let files: Vec<Arc<ZyrFile>> = t
+        .batches
+        .chunks(per_file)
+        .map(|chunk| {
+            let part = Table::new("part", chunk.to_vec());
+            Arc::new(ZyrFile::open(write_zyr(&part, WriterOptions::default())).unwrap())
+        })
+        .collect();
+    let p = ColumnPredicate {
+        column: orderkey,
+        op: PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(i128::from(max_key / 100))),
+    };
+    let untouched = files
+        .iter()
+        .filter(|f| {
+            let mut scan = f
+                .scan(ScanOptions {
+                    projection: Some(vec![orderkey]),
+                    predicates: vec![p.clone()],
+                    ..Default::default()
+                })
+                .unwrap();
+            scan.by_ref().for_each(|b| drop(b.unwrap()));
+            scan.metrics().blocks_skipped == scan.metrics().blocks
+        })
+        .count();
+    run.push(
+        Metric::single(
+            "files_skipped_orderkey_1pct",
+            "fraction",
+            true,
+            untouched as f64 / files.len() as f64,
+        )
+        .param("files", files.len() as u64),
+    );
+    run.finish().unwrap();
+}
+
+fn count_matching(t: &Table, p: &ColumnPredicate) -> usize {
+    t.batches
+        .iter()
+        .map(|b| {
+            let c = b.column(p.column);
+            (0..b.num_rows())
+                .filter(|i| {
+                    c.is_valid(*i)
+                        && match (&p.op, c.data_type()) {
+                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Int64) => cmp(
+                                *op,
+                                i128::from(c.as_primitive::<Int64Type>().value(*i)).cmp(v),
+                            ),
+                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Date32) => cmp(
+                                *op,
+                                i128::from(
+                                    c.as_primitive::<datafusion::arrow::datatypes::Date32Type>()
+                                        .value(*i),
+                                )
+                                .cmp(v),
+                            ),
+                            (PredicateOp::Cmp(op, Scalar::Bytes(v)), DataType::Utf8) => {
+                                cmp(*op, c.as_string::<i32>().value(*i).as_bytes().cmp(v))
+                            }
+                            other => panic!("unhandled {other:?}"),
+                        }
+                })
+                .count()
+        })
+        .sum()
+}
+
+fn cmp(op: CmpOp, o: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        CmpOp::Eq => o == Equal,
+        CmpOp::NotEq => o != Equal,
+        CmpOp::Lt => o == Less,
+        CmpOp::LtEq => o != Greater,
+        CmpOp::Gt => o == Greater,
+        CmpOp::GtEq => o != Less,
+    }
+}
+
+/// The fraction of rows in row groups whose min/max rule the predicate out (integers only).
+fn parquet_rows_skipped(
+    metadata: &datafusion::parquet::file::metadata::ParquetMetaData,
+    p: &ColumnPredicate,
+    rows: usize,
+) -> Option<f64> {
+    let (PredicateOp::Cmp(op, Scalar::Int(v)), c) = (&p.op, p.column) else {
+        return None;
+    };
+    let mut skipped = 0;
+    for rg in metadata.row_groups() {
+        let (min, max) = match rg.column(c).statistics()? {
+            ParquetStatistics::Int64(s) => (i128::from(*s.min_opt()?), i128::from(*s.max_opt()?)),
+            ParquetStatistics::Int32(s) => (i128::from(*s.min_opt()?), i128::from(*s.max_opt()?)),
+            _ => return None,
+        };
+        let excluded = match op {
+            CmpOp::Eq => *v < min || *v > max,
+            CmpOp::Lt => min >= *v,
+            CmpOp::LtEq => min > *v,
+            CmpOp::Gt => max <= *v,
+            CmpOp::GtEq => max < *v,
+            CmpOp::NotEq => min == max && min == *v,
+        };
+        if excluded {
+            skipped += rg.num_rows() as usize;
+        }
+    }
+    Some(skipped as f64 / rows as f64)
+}
+
+// ---------------------------------------------------------------- encoded_filter
+
+/// Filtered scans through DataFusion: `.zyr` (filters on encoded data, chosen per query) against
+/// DataFusion's default Parquet scan and against Parquet with filter pushdown turned on. Answers
+/// are compared on every shape; one shape keeps half the rows, to show pushdown does not slow
+/// the non-selective case.
+#[test]
+fn encoded_filter() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("encoded_filter");
+    let scale = run.scale();
+    let t = lineitem(scale);
+    let dir = tempfile::tempdir().unwrap();
+    let zyr_path = dir.path().join("lineitem.zyr");
+    std::fs::write(
+        &zyr_path,
+        write_zyr(
+            t,
+            WriterOptions {
+                bloom_filter_columns: vec!["l_comment".into()],
+                ..Default::default()
+            },
+        ),
+    )
+    .unwrap();
+    let parquet_path = dir.path().join("lineitem.parquet");
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(
+        &mut out,
+        t.schema.clone(),
+        Some(parquet_properties(Codec::Zstd, &["l_comment"])),
+    )
+    .unwrap();
+    t.batches.iter().for_each(|b| w.write(b).unwrap());
+    w.close().unwrap();
+    std::fs::write(&parquet_path, out).unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let context = |pushdown: bool| {
+        let mut config = SessionConfig::new().with_target_partitions(2);
+        config.options_mut().execution.parquet.pushdown_filters = pushdown;
+        SessionContext::new_with_config(config)
+    };
+    let (zyr_ctx, parquet_ctx, pushdown_ctx) = (context(false), context(false), context(true));
+    rt.block_on(async {
+        zyr_ctx
+            .register_table(
+                "lineitem",
+                Arc::new(zyron_engine::zyr::ZyrTable::open(zyr_path.to_str().unwrap()).unwrap()),
+            )
+            .unwrap();
+        for ctx in [&parquet_ctx, &pushdown_ctx] {
+            ctx.register_parquet(
+                "lineitem",
+                parquet_path.to_str().unwrap(),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap();
+        }
+    });
+    let max_key = t
+        .batches
+        .iter()
+        .map(|b| datafusion::arrow::compute::max(b.column(0).as_primitive::<Int64Type>()).unwrap())
+        .max()
+        .unwrap();
+    let max_part = 200_000.0 * scale.pick(0.01, 1.0);
+    let comment = t.batches[t.batches.len() / 3]
+        .column(t.schema.index_of("l_comment").unwrap())
+        .as_string::<i32>()
+        .value(3)
+        .replace('\'', "''");
+    let shapes = [
+        (
+            "sorted_range_1pct",
+            format!("l_orderkey < {}", max_key / 100),
+        ),
+        (
+            "unsorted_range_1pct",
+            format!("l_partkey < {}", (max_part / 100.0) as i64),
+        ),
+        (
+            "dictionary_strings_4pct",
+            "l_shipmode = 'MAIL' AND l_shipinstruct = 'NONE'".to_string(),
+        ),
+        ("string_equality_rare", format!("l_comment = '{comment}'")),
+        ("half_the_rows", "l_quantity < 26".to_string()),
+    ];
+    for (name, predicate) in shapes {
+        let sql = format!(
+            "SELECT count(*), sum(l_extendedprice), sum(l_quantity * l_discount) FROM lineitem WHERE {predicate}"
+        );
+        let answer = |ctx: &SessionContext| -> (Duration, String) {
+            rt.block_on(async {
+                let start = Instant::now();
+                let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+                (
+                    start.elapsed(),
+                    datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+        };
+        let (mut ours, mut default, mut pushdown) =
+            (Samples::new(), Samples::new(), Samples::new());
+        let mut checked = false;
+        for _ in 0..rounds(scale) + 1 {
+            let (d1, a1) = answer(&zyr_ctx);
+            let (d2, a2) = answer(&parquet_ctx);
+            let (d3, a3) = answer(&pushdown_ctx);
+            assert_eq!(a1, a2, "{name}: .zyr and Parquet disagree");
+            assert_eq!(a2, a3, "{name}: Parquet with and without pushdown disagree");
+            if checked {
+                // The first round warms the page cache and DataFusion's metadata caches.
+                ours.record_duration(d1);
+                default.record_duration(d2);
+                pushdown.record_duration(d3);
+            }
+            checked = true;
+        }
+        let m = Metric::latency_ms(name, &ours)
+            .param("predicate", predicate.as_str())
+            .param("rows", t.rows as u64);
+        run.push(
+            m.clone()
+                .with_peer(
+                    "datafusion 55 parquet scan (default: no filter pushdown)",
+                    default.spread_ms().p50,
+                )
+                .renamed(&format!("{name}_vs_parquet_default")),
+        );
+        run.push(
+            m.with_peer(
+                "datafusion 55 parquet scan (pushdown_filters = true)",
+                pushdown.spread_ms().p50,
+            )
+            .renamed(&format!("{name}_vs_parquet_pushdown")),
+        );
+    }
+    run.finish().unwrap();
+}
+
+// ---------------------------------------------------------------- checksum
+
+/// What checking every byte costs, and that it catches damage.
+#[test]
+fn checksum() {
+    let _turn = take_turn();
+    let mut run = SuiteRun::new("checksum");
+    let scale = run.scale();
+    let t = lineitem(scale);
+    let zyr = write_zyr(
+        t,
+        WriterOptions {
+            bloom_filter_columns: vec!["l_comment".into()],
+            ..Default::default()
+        },
+    );
+    let (mut xxh3, mut crc32) = (Samples::for_values(), Samples::for_values());
+    let gb = zyr.len() as f64 / 1e9;
+    for _ in 0..scale.pick(5, 20) {
+        let (d, a) = time(|| zyron_format::io::checksum64(&zyr));
+        xxh3.record_value(gb / d.as_secs_f64());
+        let (d, b) = time(|| crc32fast::hash(&zyr));
+        crc32.record_value(gb / d.as_secs_f64());
+        assert_ne!(a, 0);
+        assert_ne!(b, 0);
+    }
+    run.push(
+        Metric::throughput("xxh3_64", "GB/s", &xxh3)
+            .param("bytes", zyr.len() as u64)
+            .with_peer(
+                "crc32 (crc32fast, Parquet's page checksum)",
+                crc32.spread(1.0).p50,
+            ),
+    );
+
+    let file = Arc::new(ZyrFile::open(zyr.clone()).unwrap());
+    let (mut checked, mut unchecked) = (Samples::for_values(), Samples::for_values());
+    for _ in 0..rounds(scale) {
+        for (verify, samples) in [(true, &mut checked), (false, &mut unchecked)] {
+            let (d, rows) = time(|| {
+                file.scan(ScanOptions {
+                    verify_checksums: verify,
+                    ..Default::default()
+                })
+                .unwrap()
+                .map(|b| b.unwrap().num_rows())
+                .sum::<usize>()
+            });
+            assert_eq!(rows, t.rows);
+            samples.record_value(t.mb() / 1e3 / d.as_secs_f64());
+        }
+    }
+    run.push(
+        Metric::throughput("full_scan_verified", "GB/s", &checked).with_peer(
+            "the same scan without verification",
+            unchecked.spread(1.0).p50,
+        ),
+    );
+
+    // Damage: flip one byte at a time after the header (the reserved header bytes and the
+    // trailer's minor version are, by design, not checked); every flip must be reported.
+    let flips = scale.pick(60, 300);
+    let mut rng = Rng(7);
+    let all: Vec<usize> = (0..t.schema.fields().len()).collect();
+    let comment = t.schema.index_of("l_comment").unwrap();
+    let mut detected = 0;
+    for _ in 0..flips {
+        let mut damaged = zyr.to_vec();
+        let at = 16 + rng.below((damaged.len() - 16 - 24) as u64) as usize;
+        damaged[at] ^= 1 << rng.below(8);
+        let outcome = ZyrFile::open(Bytes::from(damaged)).and_then(|f| {
+            let f = Arc::new(f);
+            f.read_rows(&all, 0..f.num_rows())?;
+            let p = ColumnPredicate {
+                column: comment,
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"x".to_vec())),
+            };
+            f.scan(ScanOptions {
+                projection: Some(vec![0]),
+                predicates: vec![p],
+                ..Default::default()
+            })?
+            .try_for_each(|b| b.map(drop))
+        });
+        if outcome.is_err() {
+            detected += 1;
+        }
+    }
+    assert_eq!(detected, flips, "every flipped bit must be reported");
+    run.push(
+        Metric::single(
+            "bit_flips_detected",
+            "fraction",
+            true,
+            detected as f64 / flips as f64,
+        )
+        .param("flips", flips as u64),
+    );
+    run.finish().unwrap();
+}
