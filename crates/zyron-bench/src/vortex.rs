@@ -8,6 +8,8 @@ use crate::python::{PythonWorker, package_version};
 const WORKER: &str = r#"
 import pyarrow.parquet as pq
 import vortex as vx, vortex.expr as ve
+# One thread, as every other reader in these suites.
+vx.set_worker_threads(1)
 def timed(fn, repeat):
     times, out = [], None
     for _ in range(repeat):

@@ -35,6 +35,11 @@ pub const TAIL_READ_BYTES: u64 = 64 * 1024;
 pub trait Source: Send + Sync {
     fn len(&self) -> u64;
     fn read(&self, range: Range<u64>) -> Result<Bytes>;
+    /// Whether the bytes can never change under this source (memory), so a block whose
+    /// checksum matched once need not be checked again. Files and object stores say no.
+    fn immutable(&self) -> bool {
+        false
+    }
 }
 
 impl Source for Bytes {
@@ -49,6 +54,9 @@ impl Source for Bytes {
             ));
         }
         Ok(self.slice(range.start as usize..range.end as usize))
+    }
+    fn immutable(&self) -> bool {
+        true
     }
 }
 
@@ -125,6 +133,8 @@ pub struct ZyrFile {
     reads: AtomicU64,
     /// Bloom filters already read, by (node, block).
     blooms: Mutex<std::collections::HashMap<(usize, usize), Arc<Bloom>>>,
+    /// Blocks whose checksum matched, when the source is immutable.
+    verified: Mutex<std::collections::HashSet<(usize, usize)>>,
 }
 
 impl std::fmt::Debug for ZyrFile {
@@ -186,6 +196,7 @@ impl ZyrFile {
             records,
             reads: AtomicU64::new(reads),
             blooms: Mutex::default(),
+            verified: Mutex::default(),
         })
     }
 
@@ -339,17 +350,27 @@ impl ZyrFile {
         let meta = self.column_meta(node)?;
         let b = &meta.blocks[block];
         let bytes = self.read(b.offset..b.offset + u64::from(b.len))?;
-        if verify_checksum {
-            verify(
-                || {
-                    format!(
-                        "block {block} of column {}",
-                        self.footer.nodes[node].field.name()
-                    )
-                },
-                &bytes,
-                b.checksum,
-            )?;
+        let immutable = self.source.immutable();
+        let seen = || {
+            self.verified
+                .lock()
+                .expect("verified set")
+                .contains(&(node, block))
+        };
+        if verify_checksum && !(immutable && seen()) {
+            let what = || {
+                format!(
+                    "block {block} of column {}",
+                    self.footer.nodes[node].field.name()
+                )
+            };
+            verify(what, &bytes, b.checksum)?;
+            if immutable {
+                self.verified
+                    .lock()
+                    .expect("verified set")
+                    .insert((node, block));
+            }
         }
         Ok(bytes)
     }

@@ -39,24 +39,25 @@ impl Encoding<Ints> for Delta {
         let bases_node = read_child(&mut r)?;
         let deltas_node = read_child(&mut r)?;
         let vectors = vectors_of(&rows);
+        if vectors.is_empty() {
+            return Ok(());
+        }
         let mut bases = Vec::with_capacity(vectors.len());
         decode_stream::<Ints>(bases_node, vector_count(len), vectors.clone(), &mut bases)?;
-        let mut deltas = Vec::with_capacity(VECTOR_LEN);
-        for (v, base) in vectors.zip(bases) {
-            let vector_rows = v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(len);
-            deltas.clear();
-            decode_stream::<Ints>(deltas_node, len, vector_rows.clone(), &mut deltas)?;
+        // All the deltas of the touched vectors in one call: children such as run-length parse
+        // their whole header per call, so one call per vector would cost quadratic time.
+        let span = vectors.start * VECTOR_LEN..(vectors.end * VECTOR_LEN).min(len);
+        let mut values = Vec::with_capacity(span.len());
+        decode_stream::<Ints>(deltas_node, len, span.clone(), &mut values)?;
+        for (chunk, base) in values.chunks_mut(VECTOR_LEN).zip(bases) {
             let mut acc = base;
-            for (i, d) in deltas.iter_mut().enumerate() {
-                if i > 0 {
-                    acc = acc.wrapping_add(*d);
-                }
+            chunk[0] = acc;
+            for d in &mut chunk[1..] {
+                acc = acc.wrapping_add(*d);
                 *d = acc;
             }
-            let from = rows.start.max(vector_rows.start) - vector_rows.start;
-            let to = rows.end.min(vector_rows.end) - vector_rows.start;
-            out.extend_from_slice(&deltas[from..to]);
         }
+        out.extend_from_slice(&values[rows.start - span.start..rows.end - span.start]);
         Ok(())
     }
 }

@@ -145,19 +145,26 @@ impl Encoding<Bytes> for Fsst {
         let compressed = &p.data[cstart..cend as usize];
         let expected = *ends.last().expect("as many ends as compressed ends") as usize - start;
         let decompressor = Decompressor::new(&p.table.symbols, &p.table.lengths);
-        // Capacity for the worst case (8 bytes per code) keeps hostile codes inside the buffer.
-        let mut decoded =
-            Vec::with_capacity(decompressor.max_decompression_capacity(compressed) + 8);
-        let n = decompressor.decompress_into(compressed, decoded.spare_capacity_mut());
-        // SAFETY: decompress_into initialised the first n bytes.
-        unsafe { decoded.set_len(n) };
+        // Decompress straight into the output; reserving the worst case (8 bytes per code)
+        // keeps hostile codes inside the buffer.
+        let base = out.data.len();
+        out.data
+            .reserve(decompressor.max_decompression_capacity(compressed) + 8);
+        let n = decompressor.decompress_into(compressed, out.data.spare_capacity_mut());
+        // SAFETY: decompress_into initialised the n bytes after the old length.
+        unsafe { out.data.set_len(base + n) };
         if n != expected {
+            out.data.truncate(base);
             return corrupt(format!(
                 "FSST rows decompress to {n} bytes, the ends say {expected}"
             ));
         }
-        let shifted: Vec<i64> = ends.iter().map(|e| e - start as i64).collect();
-        super::plain::append_slices(&decoded, 0, &shifted, out)
+        if out.data.len() > i32::MAX as usize {
+            return corrupt("decoded strings exceed 2 GiB in one batch");
+        }
+        let shift = base as i64 - start as i64;
+        out.offsets.extend(ends.iter().map(|e| (e + shift) as i32));
+        Ok(())
     }
 
     fn filter(
