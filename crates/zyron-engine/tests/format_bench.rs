@@ -817,9 +817,10 @@ fn pruning() {
             .param("blocks_skipped", m.blocks_skipped)
             .param("blocks", m.blocks)
             .param("bloom_skips", m.bloom_skips);
-        match parquet_skipped {
-            Some(ps) => run
-                .push(metric.with_peer("parquet (arrow-rs 59 row-group statistics)", ps.max(1e-9))),
+        match parquet_read {
+            Some(pr) => {
+                run.push(metric.with_peer("parquet (arrow-rs 59 row-group statistics)", pr))
+            }
             None => run.push(metric),
         }
     }

@@ -680,9 +680,15 @@ impl ZyrFile {
         if let Some(b) = self.blooms.lock().expect("bloom cache").get(&(node, block)) {
             return Ok(Some(b.clone()));
         }
-        let bloom = Arc::new(Bloom::from_bytes(
-            &self.read(r.offset..r.offset + u64::from(r.len))?,
-        )?);
+        let bytes = self.read(r.offset..r.offset + u64::from(r.len))?;
+        let what = || {
+            format!(
+                "bloom filter of block {block} of column {}",
+                self.footer.nodes[node].field.name()
+            )
+        };
+        verify(what, &bytes, r.checksum)?;
+        let bloom = Arc::new(Bloom::from_bytes(&bytes)?);
         self.blooms
             .lock()
             .expect("bloom cache")

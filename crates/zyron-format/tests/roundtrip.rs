@@ -493,3 +493,42 @@ async fn object_store_reads_fetch_ranges_asynchronously() {
         "columns not fetched are not silently read"
     );
 }
+
+#[test]
+fn a_damaged_bloom_filter_is_reported() {
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(StringArray::from_iter_values(
+            (0..5000).map(|i| format!("key{i}")),
+        ))],
+    )
+    .unwrap();
+    let bytes = write(
+        schema,
+        &[batch],
+        WriterOptions {
+            bloom_filter_columns: vec!["k".into()],
+            ..Default::default()
+        },
+    );
+    let bloom = open(&bytes).column_meta(0).unwrap().blocks[0]
+        .bloom
+        .unwrap();
+    let mut damaged = bytes.to_vec();
+    damaged[bloom.offset as usize + 3] ^= 0x40;
+    let file = open(&Bytes::from(damaged));
+    let p = pred(
+        0,
+        PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"key77".to_vec())),
+    );
+    let err = file
+        .scan(ScanOptions {
+            predicates: vec![p],
+            ..Default::default()
+        })
+        .unwrap()
+        .find_map(|b| b.err())
+        .expect("an error");
+    assert!(matches!(err, FormatError::Checksum { .. }), "{err}");
+}

@@ -8,8 +8,8 @@
 //!
 //! Selection follows BtrBlocks: take a sample (up to 16 slices of 64 consecutive values), encode
 //! it with every candidate that applies, and keep the smallest. zstd must beat the best
-//! lightweight encoding by [`ZSTD_MUST_WIN_BY`] to be chosen, since it decodes several times
-//! slower.
+//! lightweight encoding by [`ZSTD_MUST_WIN_BY`] (strings) or [`ZSTD_MUST_WIN_BY_NUMBERS`]
+//! (numbers) to be chosen, since it decodes several times slower.
 
 pub mod alp;
 pub mod bitpacked;
@@ -31,8 +31,12 @@ pub use alp::FloatLane;
 
 /// Values per vector: the unit of bit-packing, zone maps and random access.
 pub const VECTOR_LEN: usize = 1024;
-/// zstd is kept only when its sample is at most this fraction of the best lightweight encoding's.
+/// zstd is kept only when its sample is at most this fraction of the best lightweight
+/// encoding's, for byte strings (where FSST and dictionaries are the alternatives).
 pub const ZSTD_MUST_WIN_BY: f64 = 0.6;
+/// The same bar for integers and floats, set lower: bit-packed numbers decode at several GB/s,
+/// zstd frames at a few hundred MB/s, so zstd must save more than half to be worth it.
+pub const ZSTD_MUST_WIN_BY_NUMBERS: f64 = 0.35;
 /// Depth of cascading below a block's top-level stream.
 pub const MAX_CASCADE_DEPTH: u8 = 3;
 /// Most values one stream may hold; bounds every allocation a reader makes for a stream.
@@ -159,6 +163,8 @@ pub trait Domain: Sized + 'static {
     type Owned: Default;
     type Matcher;
     const NAME: &'static str;
+    /// How much smaller than the best lightweight encoding zstd must be to be chosen.
+    const ZSTD_MUST_WIN_BY: f64 = ZSTD_MUST_WIN_BY_NUMBERS;
     fn len(input: Self::Input<'_>) -> usize;
     fn as_input(owned: &Self::Owned) -> Self::Input<'_>;
     fn owned_len(owned: &Self::Owned) -> usize;
@@ -259,7 +265,7 @@ fn best_of<'c, D: Domain>(
             continue;
         };
         let cost = if c.id == EncodingId::ZSTD {
-            body.len() as f64 / ZSTD_MUST_WIN_BY
+            body.len() as f64 / D::ZSTD_MUST_WIN_BY
         } else {
             body.len() as f64
         };
@@ -545,6 +551,7 @@ impl Domain for Bytes {
     type Owned = BytesVec;
     type Matcher = BytesMatcher;
     const NAME: &'static str = "bytes";
+    const ZSTD_MUST_WIN_BY: f64 = ZSTD_MUST_WIN_BY;
     fn len(input: BytesRef<'_>) -> usize {
         input.len()
     }
