@@ -165,6 +165,10 @@ pub trait Domain: Sized + 'static {
     const NAME: &'static str;
     /// How much smaller than the best lightweight encoding zstd must be to be chosen.
     const ZSTD_MUST_WIN_BY: f64 = ZSTD_MUST_WIN_BY_NUMBERS;
+    /// Where the sample comes from: 16 slices of 64 values spread over the stream.
+    fn sample_ranges(len: usize) -> Vec<Range<usize>> {
+        sample_ranges(len)
+    }
     fn len(input: Self::Input<'_>) -> usize;
     fn as_input(owned: &Self::Owned) -> Self::Input<'_>;
     fn owned_len(owned: &Self::Owned) -> usize;
@@ -235,7 +239,7 @@ pub fn encode_stream<D: Domain>(values: D::Input<'_>, cascade: Cascade) -> Vec<u
     let chosen = if len <= 2 * 16 * 64 || candidates.len() == 1 {
         best_of(&candidates, values)
     } else {
-        let sample = D::gather(values, &sample_ranges(len));
+        let sample = D::gather(values, &D::sample_ranges(len));
         best_of(&candidates, D::as_input(&sample))
     };
     let encoded = chosen.and_then(|c| (c.encode)(values, cascade).map(|body| (c.id, body)));
@@ -371,6 +375,12 @@ impl Domain for Ints {
     type Owned = Vec<i64>;
     type Matcher = IntMatcher;
     const NAME: &'static str = "integer";
+    /// One contiguous run of 1,024 values from the middle: slices glued together would put
+    /// jumps between them that make delta encoding look far worse than it is.
+    fn sample_ranges(len: usize) -> Vec<Range<usize>> {
+        let start = (len / 2).saturating_sub(VECTOR_LEN / 2);
+        vec![start..(start + VECTOR_LEN).min(len)]
+    }
     fn len(input: &[i64]) -> usize {
         input.len()
     }
