@@ -118,7 +118,11 @@ fn arrow_nbytes(batch: &RecordBatch) -> u64 {
                 0
             };
             let values = match c.data_type() {
-                DataType::Utf8 => c.as_string::<i32>().value_data().len() + 4 * (c.len() + 1),
+                DataType::Utf8 => {
+                    // The offsets, not value_data(): a sliced array shares its whole buffer.
+                    let offsets = c.as_string::<i32>().value_offsets();
+                    (offsets[offsets.len() - 1] - offsets[0]) as usize + 4 * (c.len() + 1)
+                }
                 DataType::Boolean => c.len().div_ceil(8),
                 dt => dt.primitive_width().unwrap_or(8) * c.len(),
             };
@@ -874,12 +878,10 @@ fn count_matching(t: &Table, p: &ColumnPredicate) -> usize {
                 .filter(|i| {
                     c.is_valid(*i)
                         && match (&p.op, c.data_type()) {
-                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Int64) => cmp(
-                                *op,
-                                i128::from(c.as_primitive::<Int64Type>().value(*i)).cmp(v),
-                            ),
-                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Date32) => cmp(
-                                *op,
+                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Int64) => {
+                                op.holds(i128::from(c.as_primitive::<Int64Type>().value(*i)).cmp(v))
+                            }
+                            (PredicateOp::Cmp(op, Scalar::Int(v)), DataType::Date32) => op.holds(
                                 i128::from(
                                     c.as_primitive::<datafusion::arrow::datatypes::Date32Type>()
                                         .value(*i),
@@ -887,7 +889,7 @@ fn count_matching(t: &Table, p: &ColumnPredicate) -> usize {
                                 .cmp(v),
                             ),
                             (PredicateOp::Cmp(op, Scalar::Bytes(v)), DataType::Utf8) => {
-                                cmp(*op, c.as_string::<i32>().value(*i).as_bytes().cmp(v))
+                                op.holds(c.as_string::<i32>().value(*i).as_bytes().cmp(v))
                             }
                             other => panic!("unhandled {other:?}"),
                         }
@@ -895,18 +897,6 @@ fn count_matching(t: &Table, p: &ColumnPredicate) -> usize {
                 .count()
         })
         .sum()
-}
-
-fn cmp(op: CmpOp, o: std::cmp::Ordering) -> bool {
-    use std::cmp::Ordering::*;
-    match op {
-        CmpOp::Eq => o == Equal,
-        CmpOp::NotEq => o != Equal,
-        CmpOp::Lt => o == Less,
-        CmpOp::LtEq => o != Greater,
-        CmpOp::Gt => o == Greater,
-        CmpOp::GtEq => o != Less,
-    }
 }
 
 /// The fraction of rows in row groups whose min/max rule the predicate out (integers only).
@@ -1170,7 +1160,7 @@ fn checksum() {
             f.read_rows(&all, 0..f.num_rows())?;
             let p = ColumnPredicate {
                 column: comment,
-                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"x".to_vec())),
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(needle.clone())),
             };
             f.scan(ScanOptions {
                 projection: Some(vec![0]),

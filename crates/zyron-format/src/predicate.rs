@@ -22,6 +22,21 @@ pub enum CmpOp {
     GtEq,
 }
 
+impl CmpOp {
+    /// Whether `value.cmp(literal)` satisfies `value <op> literal`.
+    pub fn holds(self, ord: Ordering) -> bool {
+        use Ordering::*;
+        match self {
+            CmpOp::Eq => ord == Equal,
+            CmpOp::NotEq => ord != Equal,
+            CmpOp::Lt => ord == Less,
+            CmpOp::LtEq => ord != Greater,
+            CmpOp::Gt => ord == Greater,
+            CmpOp::GtEq => ord != Less,
+        }
+    }
+}
+
 /// A literal in a predicate, in the column's logical domain.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Scalar {

@@ -234,21 +234,7 @@ impl ZyrFile {
             return corrupt(format!("column record of {} bytes", r.len));
         }
         let bytes = self.read(r.offset..r.offset + u64::from(r.len))?;
-        verify(
-            || format!("column record of {}", self.footer.nodes[node].field.name()),
-            &bytes,
-            r.checksum,
-        )?;
-        let meta = Arc::new(ColumnMeta::parse(
-            &bytes,
-            self.footer
-                .columns
-                .iter()
-                .map(|c| c.offset)
-                .min()
-                .unwrap_or(self.len),
-        )?);
-        self.check_meta(node, &meta)?;
+        let meta = self.parse_record(node, &bytes)?;
         Ok(self.records[node].get_or_init(|| meta).clone())
     }
 
@@ -278,21 +264,7 @@ impl ZyrFile {
                 let slice = bytes.slice(
                     (c.offset - first) as usize..(c.offset - first + u64::from(c.len)) as usize,
                 );
-                verify(
-                    || format!("column record of {}", self.footer.nodes[n].field.name()),
-                    &slice,
-                    c.checksum,
-                )?;
-                let meta = Arc::new(ColumnMeta::parse(
-                    &slice,
-                    self.footer
-                        .columns
-                        .iter()
-                        .map(|c| c.offset)
-                        .min()
-                        .unwrap_or(self.len),
-                )?);
-                self.check_meta(n, &meta)?;
+                let meta = self.parse_record(n, &slice)?;
                 let _ = self.records[n].set(meta);
             }
             return Ok(());
@@ -301,6 +273,27 @@ impl ZyrFile {
             self.column_meta(n)?;
         }
         Ok(())
+    }
+
+    /// Checks and parses the column record of `node` from its bytes.
+    fn parse_record(&self, node: usize, bytes: &[u8]) -> Result<Arc<ColumnMeta>> {
+        let stored = self.footer.columns[node].checksum;
+        verify(
+            || format!("column record of {}", self.footer.nodes[node].field.name()),
+            bytes,
+            stored,
+        )?;
+        // Blocks lie before the first column record.
+        let data_end = self
+            .footer
+            .columns
+            .iter()
+            .map(|c| c.offset)
+            .min()
+            .unwrap_or(self.len);
+        let meta = Arc::new(ColumnMeta::parse(bytes, data_end)?);
+        self.check_meta(node, &meta)?;
+        Ok(meta)
     }
 
     fn check_meta(&self, node: usize, meta: &ColumnMeta) -> Result<()> {
@@ -736,7 +729,7 @@ impl ZyrFile {
                 decode_stream::<Ints>(r.bytes()?, values, range, &mut high)?;
                 out.extend(low.iter().zip(&high).map(|(l, h)| {
                     let v = (i128::from(*h) << 64) | i128::from(*l as u64);
-                    tests.iter().any(|(op, x)| cmp_holds(*op, v.cmp(x)))
+                    tests.iter().any(|(op, x)| op.holds(v.cmp(x)))
                 }));
             }
         }
@@ -746,18 +739,6 @@ impl ZyrFile {
                 .for_each(|(o, valid)| *o &= valid);
         }
         Ok(out)
-    }
-}
-
-fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
-    use std::cmp::Ordering::*;
-    match op {
-        CmpOp::Eq => ord == Equal,
-        CmpOp::NotEq => ord != Equal,
-        CmpOp::Lt => ord == Less,
-        CmpOp::LtEq => ord != Greater,
-        CmpOp::Gt => ord == Greater,
-        CmpOp::GtEq => ord != Less,
     }
 }
 

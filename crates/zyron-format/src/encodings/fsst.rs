@@ -115,11 +115,7 @@ impl Encoding<Bytes> for Fsst {
             compressed.extend_from_slice(&compressor.compress(v));
             compressed_ends.push(compressed.len() as i64);
         }
-        let base = values.offsets[0];
-        let ends: Vec<i64> = values.offsets[1..]
-            .iter()
-            .map(|o| i64::from(o - base))
-            .collect();
+        let ends = super::relative_ends(values);
         let mut w = ByteWriter::default();
         w.u8(compressor.n_symbols() as u8);
         for s in compressor.symbol_table() {

@@ -112,6 +112,16 @@ impl<'a> BytesRef<'a> {
     }
 }
 
+/// Each value's end offset relative to the first value's start: the `ends` stream that plain,
+/// FSST and zstd byte-string bodies begin with.
+pub(crate) fn relative_ends(values: BytesRef<'_>) -> Vec<i64> {
+    let base = values.offsets[0];
+    values.offsets[1..]
+        .iter()
+        .map(|o| i64::from(o - base))
+        .collect()
+}
+
 /// Owned byte strings; `offsets` starts with 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BytesVec {

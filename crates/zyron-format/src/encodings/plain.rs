@@ -64,10 +64,7 @@ impl Encoding<Bytes> for Plain {
     const ID: EncodingId = EncodingId::PLAIN;
     fn encode(values: BytesRef<'_>, cascade: Cascade) -> Option<Vec<u8>> {
         let base = values.offsets[0];
-        let ends: Vec<i64> = values.offsets[1..]
-            .iter()
-            .map(|o| i64::from(o - base))
-            .collect();
+        let ends = super::relative_ends(values);
         let mut w = ByteWriter::default();
         write_child(&mut w, &encode_stream::<Ints>(&ends, cascade.child()));
         w.buf

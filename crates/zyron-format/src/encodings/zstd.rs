@@ -140,11 +140,7 @@ impl<F: FloatLane> Encoding<Floats<F>> for Zstd {
 impl Encoding<Bytes> for Zstd {
     const ID: EncodingId = EncodingId::ZSTD;
     fn encode(values: BytesRef<'_>, cascade: Cascade) -> Option<Vec<u8>> {
-        let base = values.offsets[0];
-        let ends: Vec<i64> = values.offsets[1..]
-            .iter()
-            .map(|o| i64::from(o - base))
-            .collect();
+        let ends = super::relative_ends(values);
         let mut w = ByteWriter::default();
         write_child(&mut w, &encode_stream::<Ints>(&ends, cascade.child()));
         let frames = (0..vector_count(values.len())).map(|v| {
