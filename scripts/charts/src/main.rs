@@ -144,10 +144,20 @@ fn draw_bars(
     metrics: &[&Metric],
     path: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let peer_name = metrics
+    // One legend entry for the peers: their name when every metric has the same one, else a
+    // pointer to the table, which names each metric's peer.
+    let mut peers: Vec<&str> = metrics
         .iter()
-        .find_map(|m| m.peer.as_ref())
-        .map(|p| p.system.clone());
+        .filter_map(|m| m.peer.as_ref())
+        .map(|p| p.system.as_str())
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    let peer_name = match peers.as_slice() {
+        [] => None,
+        [one] => Some(one.to_string()),
+        _ => Some("peer (each metric's peer is named in the table)".to_string()),
+    };
     let rows = metrics.len();
     let height = (120 + rows * 34) as u32;
     let root = SVGBackend::new(path, (900, height)).into_drawing_area();
