@@ -181,6 +181,13 @@ impl Session {
     pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
         let parsed = statement::single(statement::parse(sql)?)?;
         let described_plan = match &parsed {
+            // COPY to a .zyr file is ours, not DataFusion's: it has no plan to describe, and
+            // returns no rows, like a utility statement.
+            Some(Parsed::DataFusion(datafusion::sql::parser::Statement::CopyTo(copy)))
+                if crate::zyr::is_zyr_target(copy) =>
+            {
+                None
+            }
             Some(Parsed::DataFusion(statement)) => Some(self.plan(statement.clone()).await?),
             _ => None,
         };
