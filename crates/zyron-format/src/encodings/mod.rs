@@ -201,6 +201,20 @@ pub trait Domain: Sized + 'static {
         m: &Self::Matcher,
         out: &mut Vec<bool>,
     ) -> Result<()>;
+    /// Decodes with encoding `id`, then evaluates `m`: for encodings without a faster way.
+    fn filter_by_decoding(
+        id: EncodingId,
+        body: &[u8],
+        len: usize,
+        rows: Range<usize>,
+        m: &Self::Matcher,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        let mut values = Self::Owned::default();
+        Self::decode_node(id, body, len, rows, &mut values)?;
+        Self::filter_decoded(&values, m, out);
+        Ok(())
+    }
     /// Evaluates `m` on decoded values (the fallback of every encoding without a faster way).
     fn filter_decoded(values: &Self::Owned, m: &Self::Matcher, out: &mut Vec<bool>);
 }
@@ -467,12 +481,7 @@ impl Domain for Ints {
             EncodingId::DICTIONARY => {
                 <dictionary::Dictionary as Encoding<Self>>::filter(body, len, rows, m, out)
             }
-            _ => {
-                let mut values = Vec::new();
-                Self::decode_node(id, body, len, rows, &mut values)?;
-                Self::filter_decoded(&values, m, out);
-                Ok(())
-            }
+            _ => Self::filter_by_decoding(id, body, len, rows, m, out),
         }
     }
     fn filter_decoded(values: &Vec<i64>, m: &IntMatcher, out: &mut Vec<bool>) {
@@ -550,12 +559,7 @@ impl<F: FloatLane> Domain for Floats<F> {
             EncodingId::DICTIONARY => {
                 <dictionary::Dictionary as Encoding<Self>>::filter(body, len, rows, m, out)
             }
-            _ => {
-                let mut values = Vec::new();
-                Self::decode_node(id, body, len, rows, &mut values)?;
-                Self::filter_decoded(&values, m, out);
-                Ok(())
-            }
+            _ => Self::filter_by_decoding(id, body, len, rows, m, out),
         }
     }
     fn filter_decoded(values: &Vec<F>, m: &FloatMatcher, out: &mut Vec<bool>) {
@@ -639,12 +643,7 @@ impl Domain for Bytes {
                 <dictionary::Dictionary as Encoding<Self>>::filter(body, len, rows, m, out)
             }
             EncodingId::FSST => <fsst::Fsst as Encoding<Self>>::filter(body, len, rows, m, out),
-            _ => {
-                let mut values = BytesVec::default();
-                Self::decode_node(id, body, len, rows, &mut values)?;
-                Self::filter_decoded(&values, m, out);
-                Ok(())
-            }
+            _ => Self::filter_by_decoding(id, body, len, rows, m, out),
         }
     }
     fn filter_decoded(values: &BytesVec, m: &BytesMatcher, out: &mut Vec<bool>) {
