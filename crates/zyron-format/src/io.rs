@@ -146,15 +146,8 @@ impl<'a> ByteReader<'a> {
     }
 }
 
-/// XXH3-64 of `data`, the checksum every block, column record and the footer carry.
-pub fn checksum64(data: &[u8]) -> u64 {
-    twox_hash::XxHash3_64::oneshot(data)
-}
-
-/// The 32-bit form stored in the file: the low half of XXH3-64.
-pub fn checksum32(data: &[u8]) -> u32 {
-    checksum64(data) as u32
-}
+/// Every block, column record and the footer carry Zyron's one on-disk checksum.
+pub use zyron_common::checksum::{checksum32, checksum64};
 
 #[cfg(test)]
 mod tests {
