@@ -317,7 +317,12 @@ impl Shared {
             if !state.buffer.is_empty()
                 && state.buffer.len() + framed as usize > self.options.max_buffer_bytes
             {
-                state = self.space.wait(state).unwrap_or_else(|p| p.into_inner());
+                // A full buffer is written by whoever finds it full, not left to the timer.
+                state = if state.leader_active {
+                    self.space.wait(state).unwrap_or_else(|p| p.into_inner())
+                } else {
+                    self.lead_one_round(state)
+                };
                 continue;
             }
             let lsn = self.placement(state.next_lsn, framed);
