@@ -36,6 +36,11 @@ impl SqlState {
     pub const IN_FAILED_SQL_TRANSACTION: SqlState = SqlState("25P02");
     pub const INVALID_SQL_STATEMENT_NAME: SqlState = SqlState("26000");
     pub const SERIALIZATION_FAILURE: SqlState = SqlState("40001");
+    pub const DEADLOCK_DETECTED: SqlState = SqlState("40P01");
+    pub const CHECK_VIOLATION: SqlState = SqlState("23514");
+    pub const INVALID_TABLE_DEFINITION: SqlState = SqlState("42P16");
+    pub const INVALID_SAVEPOINT_SPECIFICATION: SqlState = SqlState("3B001");
+    pub const LOCK_NOT_AVAILABLE: SqlState = SqlState("55P03");
     pub const SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION: SqlState = SqlState("42000");
     pub const SYNTAX_ERROR: SqlState = SqlState("42601");
     pub const UNDEFINED_COLUMN: SqlState = SqlState("42703");

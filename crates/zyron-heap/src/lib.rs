@@ -1,0 +1,4 @@
+//! Zyron's row heap.
+
+pub mod btree;
+pub mod row;
