@@ -1,4 +1,9 @@
-//! Zyron's row heap.
+//! Zyron's row heap: versioned rows, the primary-key B+ tree, the catalog's
+//! table definitions, and the durable store that logs them through the WAL.
 
 pub mod btree;
+pub mod catalog;
+pub mod checkpoint;
+pub mod redo;
 pub mod row;
+pub mod table;

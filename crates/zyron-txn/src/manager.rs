@@ -1,7 +1,7 @@
 //! The transaction manager: ids, snapshots, commit ordering, lock waits and
 //! the garbage-collection horizon.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -17,6 +17,8 @@ use crate::{Snapshot, TxnId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitTicket {
     pub ts: u64,
+    /// Where the commit's WAL record starts.
+    pub lsn: u64,
 }
 
 /// How a lock wait ended.
@@ -38,8 +40,12 @@ struct Inner {
     active: HashMap<TxnId, u64>,
     /// How many open transactions read from each snapshot timestamp.
     snapshot_counts: BTreeMap<u64, usize>,
-    /// Commit timestamps handed out whose transactions are not yet visible.
-    in_flight: BTreeSet<u64>,
+    /// Commit timestamps handed out whose transactions are not yet visible,
+    /// with the LSN of each one's commit record.
+    in_flight: BTreeMap<u64, u64>,
+    /// The first WAL position each open transaction wrote data to before
+    /// committing (large transactions log as they go).
+    first_logged: HashMap<TxnId, u64>,
     /// The last commit timestamp handed out.
     last_assigned: u64,
     /// Every commit at or below this is durable and stamped.
@@ -54,18 +60,29 @@ impl TxnManager {
     /// `recovered_ts` is the newest commit timestamp found in the log, so new
     /// timestamps exceed every recovered one even if the wall clock went back.
     pub fn new(recovered_ts: u64) -> Self {
+        Self::recovered(recovered_ts, 1)
+    }
+
+    /// After recovery: timestamps above `recovered_ts`, and transaction ids
+    /// from `first_txn` on, so ids in the log's replay window are never reused.
+    pub fn recovered(recovered_ts: u64, first_txn: TxnId) -> Self {
         let clock = Hlc::new();
         clock.observe(recovered_ts);
         let start = clock.now();
         TxnManager {
             clock,
-            next_txn: AtomicU64::new(1),
+            next_txn: AtomicU64::new(first_txn.max(1)),
             inner: Mutex::new(Inner {
                 last_assigned: start,
                 visible_ts: start,
                 ..Inner::default()
             }),
         }
+    }
+
+    /// The id the next transaction will get.
+    pub fn next_txn_id(&self) -> TxnId {
+        self.next_txn.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -121,28 +138,61 @@ impl TxnManager {
     /// runs `append` (which writes the commit's WAL record): so commit
     /// timestamps and log positions rise together. If `append` fails the
     /// timestamp is withdrawn and the transaction stays open for rollback.
-    pub fn commit_in_order<T>(
+    /// `append` returns the LSN where the record starts.
+    pub fn commit_in_order(
         &self,
         txn: TxnId,
-        append: impl FnOnce(u64) -> Result<T>,
-    ) -> Result<(CommitTicket, T)> {
+        append: impl FnOnce(u64) -> Result<u64>,
+    ) -> Result<CommitTicket> {
         let mut inner = self.lock();
         assert!(
             inner.active.contains_key(&txn),
             "committing transaction {txn} that is not open"
         );
         let ts = self.clock.now().max(inner.last_assigned + 1);
-        let appended = append(ts)?;
+        let lsn = append(ts)?;
         inner.last_assigned = ts;
-        inner.in_flight.insert(ts);
-        Ok((CommitTicket { ts }, appended))
+        inner.in_flight.insert(ts, lsn);
+        Ok(CommitTicket { ts, lsn })
     }
 
     /// [`TxnManager::commit_in_order`] for a commit with nothing to log.
     pub fn assign_commit_ts(&self, txn: TxnId) -> CommitTicket {
-        self.commit_in_order(txn, |_| Ok(()))
+        self.commit_in_order(txn, |_| Ok(0))
             .expect("nothing to append")
-            .0
+    }
+
+    /// Records that `txn` wrote part of its changes to the WAL at `lsn`
+    /// before committing, so a checkpoint keeps that part.
+    pub fn note_logged(&self, txn: TxnId, lsn: u64) {
+        self.lock().first_logged.entry(txn).or_insert(lsn);
+    }
+
+    /// A snapshot for a checkpoint image, and the WAL position replay must
+    /// start from so that every commit the snapshot does not see is replayed:
+    /// the oldest of the records of commits still in flight, the first
+    /// records of open transactions, and `next_lsn` (read under the same lock,
+    /// so no commit slips between).
+    pub fn checkpoint_snapshot(
+        &self,
+        txn: TxnId,
+        next_lsn: impl FnOnce() -> u64,
+    ) -> (Snapshot, u64) {
+        let snapshot = self.snapshot(txn);
+        let inner = self.lock();
+        let snapshot = Snapshot {
+            read_ts: inner.visible_ts.min(snapshot.read_ts),
+            txn,
+        };
+        let redo = inner
+            .in_flight
+            .values()
+            .chain(inner.first_logged.values())
+            .copied()
+            .chain(std::iter::once(next_lsn()))
+            .min()
+            .expect("next_lsn is always there");
+        (snapshot, redo)
     }
 
     /// Ends a committed transaction once its record is durable and its
@@ -150,11 +200,11 @@ impl TxnManager {
     pub fn finish_commit(&self, txn: TxnId, ts: u64) {
         let mut inner = self.lock();
         assert!(
-            inner.in_flight.remove(&ts),
+            inner.in_flight.remove(&ts).is_some(),
             "finishing a commit timestamp that was not handed out"
         );
-        inner.visible_ts = match inner.in_flight.first() {
-            Some(&oldest) => oldest - 1,
+        inner.visible_ts = match inner.in_flight.first_key_value() {
+            Some((&oldest, _)) => oldest - 1,
             None => inner.last_assigned,
         }
         .max(inner.visible_ts);
@@ -234,6 +284,7 @@ impl Inner {
             self.unpin(pinned);
         }
         self.waits_for.remove(&txn);
+        self.first_logged.remove(&txn);
         for waiter in self.waiters.remove(&txn).unwrap_or_default() {
             let _ = waiter.send(WaitOutcome::Ended);
         }
@@ -302,9 +353,7 @@ mod tests {
         let manager = TxnManager::new(0);
         let txn = manager.begin();
         let visible = manager.visible_ts();
-        let failed = manager.commit_in_order(txn, |_| -> Result<()> {
-            Err(ZyronError::internal("disk full"))
-        });
+        let failed = manager.commit_in_order(txn, |_| Err(ZyronError::internal("disk full")));
         assert!(failed.is_err());
         assert_eq!(manager.visible_ts(), visible);
         manager.finish_abort(txn);

@@ -1,0 +1,749 @@
+//! One heap table: chains of row versions in pages, and the primary-key index.
+//!
+//! A row lives in a *slot*; the slot's chain holds its versions newest first.
+//! An UPDATE ends the newest version and pushes a new one onto the same chain,
+//! so the slot, and the index entry pointing at it, stay put. Slot numbers are
+//! stable (the WAL and checkpoint images refer to rows by slot) until garbage
+//! collection frees a slot whose every version is dead.
+//!
+//! Locking: the index lock is always taken before a page lock. Pages hold
+//! [`PAGE_SLOTS`] chains behind one reader-writer lock, so a scan takes one
+//! lock per 1,024 rows.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use arrow::array::RecordBatch;
+
+use zyron_common::{Result, SqlState, ZyronError};
+use zyron_txn::{Isolation, OPEN, Snapshot, TXN_FLAG, TxnId, marked_by, txn_mark};
+
+use crate::btree::BPlusTree;
+use crate::catalog::TableDef;
+use crate::row::{KeyCodec, RowCodec};
+
+/// Chains per page.
+pub const PAGE_SLOTS: usize = 1024;
+/// Bytes a version costs beyond its row, counted against the memory budget.
+pub const VERSION_OVERHEAD_BYTES: usize = 48;
+
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub begin: u64,
+    pub end: u64,
+    pub row: Box<[u8]>,
+}
+
+type Chain = Vec<Version>;
+
+struct Page {
+    chains: RwLock<Vec<Chain>>,
+}
+
+/// The heap's memory, shared by every table; past `limit_bytes` writes fail.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    used: AtomicUsize,
+    limit_bytes: usize,
+}
+
+impl MemoryBudget {
+    pub fn new(limit_bytes: usize) -> Arc<Self> {
+        Arc::new(Self {
+            used: AtomicUsize::new(0),
+            limit_bytes,
+        })
+    }
+
+    pub fn used_bytes(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn limit_bytes(&self) -> usize {
+        self.limit_bytes
+    }
+
+    fn reserve(&self, bytes: usize) -> Result<()> {
+        let before = self.used.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > self.limit_bytes {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(ZyronError::new(
+                SqlState::OUT_OF_MEMORY,
+                format!(
+                    "the heap's memory budget of {} MiB is used up ({} MiB in use)",
+                    self.limit_bytes >> 20,
+                    before >> 20
+                ),
+            )
+            .with_hint(
+                "Raise heap_memory_budget_mib in the configuration, or delete rows and run VACUUM.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reserves without a limit check: recovery must load what was committed.
+    fn force(&self, bytes: usize) {
+        self.used.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+fn cost(row: &[u8]) -> usize {
+    row.len() + VERSION_OVERHEAD_BYTES
+}
+
+/// Who the writer is, and what it may see.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteCtx {
+    pub txn: TxnId,
+    pub snapshot: Snapshot,
+    pub isolation: Isolation,
+}
+
+impl WriteCtx {
+    fn mark(&self) -> u64 {
+        txn_mark(self.txn)
+    }
+}
+
+/// The result of a write that may have to wait for another transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step<T> {
+    Done(T),
+    /// Another open transaction holds the row: wait for it to end, then retry.
+    Wait(TxnId),
+}
+
+/// What a transaction did to a slot, so it can be stamped or undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Pushed a new version at the front of the chain.
+    Created,
+    /// Set the `end` of the then-newest version.
+    Ended,
+}
+
+/// What garbage collection found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcStats {
+    pub versions_examined: u64,
+    pub versions_removed: u64,
+    pub slots_freed: u64,
+}
+
+pub struct HeapTable {
+    def: TableDef,
+    codec: RowCodec,
+    key: Option<KeyCodec>,
+    pages: RwLock<Vec<Arc<Page>>>,
+    next_slot: AtomicU64,
+    free_slots: Mutex<Vec<u64>>,
+    index: RwLock<BPlusTree>,
+    memory: Arc<MemoryBudget>,
+}
+
+/// Where the newest version of a chain stands, for a writer.
+enum Head {
+    /// No version, or the newest was deleted and that deletion is settled.
+    Vacant { deleted_after_snapshot: bool },
+    /// A live version this writer may change.
+    Live { changed_after_snapshot: bool },
+    /// Another open transaction created or ended the newest version.
+    Busy(TxnId),
+}
+
+fn head(chain: &Chain, ctx: &WriteCtx) -> Head {
+    let Some(newest) = chain.first() else {
+        return Head::Vacant {
+            deleted_after_snapshot: false,
+        };
+    };
+    let mine = ctx.mark();
+    if let Some(owner) = marked_by(newest.begin).filter(|&t| t != ctx.txn) {
+        return Head::Busy(owner);
+    }
+    if let Some(owner) = marked_by(newest.end).filter(|&t| t != ctx.txn) {
+        return Head::Busy(owner);
+    }
+    if newest.end == mine {
+        return Head::Vacant {
+            deleted_after_snapshot: false,
+        };
+    }
+    if newest.end != OPEN {
+        return Head::Vacant {
+            deleted_after_snapshot: ctx.snapshot.committed_after(newest.end),
+        };
+    }
+    Head::Live {
+        changed_after_snapshot: ctx.snapshot.committed_after(newest.begin),
+    }
+}
+
+fn serialization_failure() -> ZyronError {
+    ZyronError::new(
+        SqlState::SERIALIZATION_FAILURE,
+        "could not serialize access due to concurrent update",
+    )
+}
+
+impl HeapTable {
+    pub fn new(def: TableDef, memory: Arc<MemoryBudget>) -> Result<Self> {
+        let schema = def.arrow_schema()?;
+        let codec = RowCodec::new(schema.clone())?;
+        let key = if def.primary_key.is_empty() {
+            None
+        } else {
+            Some(KeyCodec::new(&schema, &def.primary_key)?)
+        };
+        Ok(Self {
+            def,
+            codec,
+            key,
+            pages: RwLock::new(Vec::new()),
+            next_slot: AtomicU64::new(0),
+            free_slots: Mutex::new(Vec::new()),
+            index: RwLock::new(BPlusTree::new()),
+            memory,
+        })
+    }
+
+    pub fn def(&self) -> &TableDef {
+        &self.def
+    }
+
+    pub fn id(&self) -> u64 {
+        self.def.id
+    }
+
+    pub fn codec(&self) -> &RowCodec {
+        &self.codec
+    }
+
+    pub fn key_codec(&self) -> Option<&KeyCodec> {
+        self.key.as_ref()
+    }
+
+    /// Slots handed out so far (live, dead or free).
+    pub fn slot_count(&self) -> u64 {
+        self.next_slot.load(Ordering::Acquire)
+    }
+
+    fn pages(&self) -> RwLockReadGuard<'_, Vec<Arc<Page>>> {
+        self.pages.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn index_read(&self) -> RwLockReadGuard<'_, BPlusTree> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn index_write(&self) -> RwLockWriteGuard<'_, BPlusTree> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn page(&self, slot: u64) -> Arc<Page> {
+        let index = slot as usize / PAGE_SLOTS;
+        if let Some(page) = self.pages().get(index) {
+            return page.clone();
+        }
+        let mut pages = self.pages.write().unwrap_or_else(|p| p.into_inner());
+        while pages.len() <= index {
+            pages.push(Arc::new(Page {
+                chains: RwLock::new(vec![Vec::new(); PAGE_SLOTS]),
+            }));
+        }
+        pages[index].clone()
+    }
+
+    /// Runs `f` on the chain of `slot` under its page's write lock.
+    fn with_chain<T>(&self, slot: u64, f: impl FnOnce(&mut Chain) -> T) -> T {
+        let page = self.page(slot);
+        let mut chains = page.chains.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut chains[slot as usize % PAGE_SLOTS])
+    }
+
+    fn allocate_slot(&self) -> u64 {
+        if let Some(slot) = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+        {
+            return slot;
+        }
+        self.next_slot.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Makes `slot` exist (recovery places rows at the slots they had).
+    fn claim_slot(&self, slot: u64) {
+        self.next_slot.fetch_max(slot + 1, Ordering::AcqRel);
+    }
+
+    /// Inserts one encoded row. With a primary key, `key` is its encoded key;
+    /// a live row with the same key fails with SQLSTATE 23505.
+    pub fn insert(&self, ctx: &WriteCtx, row: Vec<u8>, key: Option<&[u8]>) -> Result<Step<u64>> {
+        self.memory.reserve(cost(&row))?;
+        let result = match key {
+            Some(key) => self.insert_keyed(ctx, row.clone(), key),
+            None => {
+                let slot = self.allocate_slot();
+                self.with_chain(slot, |chain| {
+                    assert!(chain.is_empty(), "a free slot has no versions");
+                    chain.insert(
+                        0,
+                        Version {
+                            begin: ctx.mark(),
+                            end: OPEN,
+                            row: row.clone().into(),
+                        },
+                    );
+                });
+                Ok(Step::Done(slot))
+            }
+        };
+        if !matches!(result, Ok(Step::Done(_))) {
+            self.memory.release(cost(&row));
+        }
+        result
+    }
+
+    fn insert_keyed(&self, ctx: &WriteCtx, row: Vec<u8>, key: &[u8]) -> Result<Step<u64>> {
+        let mut index = self.index_write();
+        let slot = match index.get(key) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.allocate_slot();
+                index.insert(key, slot).expect("the key was just looked up");
+                slot
+            }
+        };
+        self.with_chain(slot, |chain| match head(chain, ctx) {
+            Head::Busy(owner) => Ok(Step::Wait(owner)),
+            Head::Live { .. } => Err(self.duplicate_key()),
+            Head::Vacant {
+                deleted_after_snapshot,
+            } => {
+                if deleted_after_snapshot && ctx.isolation == Isolation::RepeatableRead {
+                    return Err(serialization_failure());
+                }
+                chain.insert(
+                    0,
+                    Version {
+                        begin: ctx.mark(),
+                        end: OPEN,
+                        row: row.into(),
+                    },
+                );
+                Ok(Step::Done(slot))
+            }
+        })
+    }
+
+    fn duplicate_key(&self) -> ZyronError {
+        ZyronError::new(
+            SqlState::UNIQUE_VIOLATION,
+            format!(
+                "duplicate key value violates unique constraint \"{}\"",
+                self.def.primary_key_name()
+            ),
+        )
+    }
+
+    /// Replaces the row in `slot` by `new_row(current)`. `current` is the
+    /// version the writer may change: under READ COMMITTED the newest
+    /// committed one (re-read after a wait, as PostgreSQL does), under
+    /// REPEATABLE READ the one in the snapshot, or SQLSTATE 40001 if someone
+    /// committed a change after the snapshot. `new_row` returns `None` when
+    /// the row no longer qualifies; returns whether the row was updated.
+    pub fn update(
+        &self,
+        ctx: &WriteCtx,
+        slot: u64,
+        new_row: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>,
+    ) -> Result<Step<bool>> {
+        self.with_chain(slot, |chain| {
+            match self.claimable(chain, ctx)? {
+                Some(step) => return Ok(step),
+                None => {}
+            }
+            let Some(row) = new_row(&chain[0].row)? else {
+                return Ok(Step::Done(false));
+            };
+            self.memory.reserve(cost(&row))?;
+            chain[0].end = ctx.mark();
+            chain.insert(
+                0,
+                Version {
+                    begin: ctx.mark(),
+                    end: OPEN,
+                    row: row.into(),
+                },
+            );
+            Ok(Step::Done(true))
+        })
+    }
+
+    /// Deletes the row in `slot` (same rules as [`HeapTable::update`]);
+    /// `still_qualifies` re-checks the newest version under READ COMMITTED.
+    pub fn delete(
+        &self,
+        ctx: &WriteCtx,
+        slot: u64,
+        still_qualifies: impl FnOnce(&[u8]) -> Result<bool>,
+    ) -> Result<Step<bool>> {
+        self.with_chain(slot, |chain| {
+            if let Some(step) = self.claimable(chain, ctx)? {
+                return Ok(step);
+            }
+            if !still_qualifies(&chain[0].row)? {
+                return Ok(Step::Done(false));
+            }
+            chain[0].end = ctx.mark();
+            Ok(Step::Done(true))
+        })
+    }
+
+    /// `None` if the newest version may be changed by this writer; otherwise
+    /// the step to report (wait, or nothing to do).
+    fn claimable(&self, chain: &Chain, ctx: &WriteCtx) -> Result<Option<Step<bool>>> {
+        let repeatable = ctx.isolation == Isolation::RepeatableRead;
+        match head(chain, ctx) {
+            Head::Busy(owner) => Ok(Some(Step::Wait(owner))),
+            Head::Vacant {
+                deleted_after_snapshot,
+            } if deleted_after_snapshot && repeatable => Err(serialization_failure()),
+            Head::Vacant { .. } => Ok(Some(Step::Done(false))),
+            Head::Live {
+                changed_after_snapshot,
+            } if changed_after_snapshot && repeatable => Err(serialization_failure()),
+            Head::Live { .. } => Ok(None),
+        }
+    }
+
+    /// Replaces this transaction's marks in `slot` with its commit timestamp.
+    pub fn stamp(&self, slot: u64, txn: TxnId, ts: u64) {
+        let mark = txn_mark(txn);
+        self.with_chain(slot, |chain| {
+            for version in chain.iter_mut() {
+                if version.begin == mark {
+                    version.begin = ts;
+                }
+                if version.end == mark {
+                    version.end = ts;
+                }
+            }
+        });
+    }
+
+    /// Takes back one change of `txn` (changes are undone newest first).
+    /// `key` is the row's primary key, for an undone insert that empties its slot.
+    pub fn undo(&self, slot: u64, txn: TxnId, change: Change, key: Option<&[u8]>) {
+        let mark = txn_mark(txn);
+        let mut index = key.map(|_| self.index_write());
+        let emptied = self.with_chain(slot, |chain| {
+            match change {
+                Change::Created => {
+                    assert_eq!(
+                        chain[0].begin, mark,
+                        "undoing a version this transaction did not create"
+                    );
+                    let version = chain.remove(0);
+                    self.memory.release(cost(&version.row));
+                }
+                Change::Ended => {
+                    assert_eq!(
+                        chain[0].end, mark,
+                        "undoing an end this transaction did not write"
+                    );
+                    chain[0].end = OPEN;
+                }
+            }
+            chain.is_empty()
+        });
+        if emptied {
+            if let (Some(index), Some(key)) = (index.as_mut(), key) {
+                if index.get(key) == Some(slot) {
+                    index.remove(key);
+                }
+            }
+            self.free_slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(slot);
+        }
+    }
+
+    /// Primary keys of encoded rows.
+    pub fn keys_of(&self, rows: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+        let Some(key) = &self.key else {
+            return Ok(Vec::new());
+        };
+        let batch = self.codec.decode(rows, None)?;
+        Ok((0..batch.num_rows()).map(|r| key.key(&batch, r)).collect())
+    }
+
+    /// The visible rows of one page, decoded, with their slots.
+    pub fn scan_page(
+        &self,
+        snapshot: &Snapshot,
+        page: usize,
+        projection: Option<&[usize]>,
+    ) -> Result<(Vec<u64>, RecordBatch)> {
+        let limit = self.slot_count();
+        let Some(page_ref) = self.pages().get(page).cloned() else {
+            return Ok((Vec::new(), self.codec.decode(&[], projection)?));
+        };
+        let chains = page_ref.chains.read().unwrap_or_else(|p| p.into_inner());
+        let first = (page * PAGE_SLOTS) as u64;
+        let mut slots = Vec::new();
+        let mut rows: Vec<&[u8]> = Vec::new();
+        for (i, chain) in chains.iter().enumerate() {
+            let slot = first + i as u64;
+            if slot >= limit {
+                break;
+            }
+            if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
+                slots.push(slot);
+                rows.push(&version.row);
+            }
+        }
+        Ok((slots, self.codec.decode(&rows, projection)?))
+    }
+
+    /// Number of pages a full scan visits.
+    pub fn page_count(&self) -> usize {
+        (self.slot_count() as usize).div_ceil(PAGE_SLOTS)
+    }
+
+    /// The slot holding `key`, if any version of it exists.
+    pub fn slot_for_key(&self, key: &[u8]) -> Option<u64> {
+        self.index_read().get(key)
+    }
+
+    /// Slots of keys in `low <= key < high`, in key order.
+    pub fn slots_in_range(&self, low: &[u8], high: Option<&[u8]>) -> Vec<u64> {
+        self.index_read()
+            .range(low, high)
+            .map(|(_, slot)| slot)
+            .collect()
+    }
+
+    /// The visible rows among `slots`, decoded, with the slots that had one.
+    pub fn fetch(
+        &self,
+        snapshot: &Snapshot,
+        slots: &[u64],
+        projection: Option<&[usize]>,
+    ) -> Result<(Vec<u64>, RecordBatch)> {
+        let mut found = Vec::with_capacity(slots.len());
+        let mut rows: Vec<Box<[u8]>> = Vec::with_capacity(slots.len());
+        let limit = self.slot_count();
+        for &slot in slots.iter().filter(|&&s| s < limit) {
+            let page = self.page(slot);
+            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(version) = chains[slot as usize % PAGE_SLOTS]
+                .iter()
+                .find(|v| snapshot.sees(v.begin, v.end))
+            {
+                found.push(slot);
+                rows.push(version.row.clone());
+            }
+        }
+        let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_ref()).collect();
+        Ok((found, self.codec.decode(&refs, projection)?))
+    }
+
+    /// Removes versions no snapshot can see: those whose `end` is a commit
+    /// timestamp at or below `horizon`. Frees slots left empty.
+    pub fn collect_garbage(&self, horizon: u64) -> GcStats {
+        let mut stats = GcStats::default();
+        let mut emptied = Vec::new();
+        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let mut freed_bytes = 0usize;
+        for (p, page) in pages.iter().enumerate() {
+            let mut chains = page.chains.write().unwrap_or_else(|p| p.into_inner());
+            for (i, chain) in chains.iter_mut().enumerate() {
+                stats.versions_examined += chain.len() as u64;
+                let dead = |v: &Version| v.end & TXN_FLAG == 0 && v.end <= horizon;
+                if !chain.iter().any(dead) {
+                    continue;
+                }
+                let before = chain.len();
+                let last_row = chain.last().map(|v| v.row.clone());
+                chain.retain(|v| {
+                    let is_dead = dead(v);
+                    if is_dead {
+                        freed_bytes += cost(&v.row);
+                    }
+                    !is_dead
+                });
+                stats.versions_removed += (before - chain.len()) as u64;
+                if chain.is_empty() {
+                    emptied.push((
+                        (p * PAGE_SLOTS + i) as u64,
+                        last_row.expect("the chain had versions"),
+                    ));
+                }
+            }
+        }
+        self.memory.release(freed_bytes);
+        if !emptied.is_empty() {
+            self.free_slots_and_keys(&emptied);
+        }
+        stats.slots_freed = emptied.len() as u64;
+        stats
+    }
+
+    /// Frees slots GC emptied, and their keys (unless an insert reused the key meanwhile).
+    fn free_slots_and_keys(&self, emptied: &[(u64, Box<[u8]>)]) {
+        let rows: Vec<&[u8]> = emptied.iter().map(|(_, row)| row.as_ref()).collect();
+        let keys = self.keys_of(&rows).unwrap_or_default();
+        let mut index = self.key.as_ref().map(|_| self.index_write());
+        let mut free = Vec::with_capacity(emptied.len());
+        for (i, (slot, _)) in emptied.iter().enumerate() {
+            let page = self.page(*slot);
+            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            if !chains[*slot as usize % PAGE_SLOTS].is_empty() {
+                continue;
+            }
+            if let (Some(index), Some(key)) = (index.as_mut(), keys.get(i)) {
+                if index.get(key) == Some(*slot) {
+                    index.remove(key);
+                }
+            }
+            free.push(*slot);
+        }
+        self.free_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(free);
+    }
+
+    // ---- Recovery: changes re-applied from the WAL and checkpoint images ----
+
+    /// Places a committed row at `slot` (checkpoint load and WAL replay of an insert).
+    pub fn redo_insert(&self, slot: u64, row: Vec<u8>, key: Option<&[u8]>, ts: u64) {
+        self.claim_slot(slot);
+        self.memory.force(cost(&row));
+        if let Some(key) = key {
+            let mut index = self.index_write();
+            if index.replace(key, slot).is_none() {
+                index.insert(key, slot).expect("absent key");
+            }
+        }
+        self.with_chain(slot, |chain| {
+            chain.insert(
+                0,
+                Version {
+                    begin: ts,
+                    end: OPEN,
+                    row: row.into(),
+                },
+            )
+        });
+    }
+
+    /// Replays an update: the newest version ends at `ts`, `row` begins there.
+    pub fn redo_update(&self, slot: u64, row: Vec<u8>, ts: u64) -> Result<()> {
+        self.memory.force(cost(&row));
+        self.with_chain(slot, |chain| {
+            let newest = chain
+                .first_mut()
+                .ok_or_else(|| self.replay_error(slot, "update"))?;
+            newest.end = ts;
+            chain.insert(
+                0,
+                Version {
+                    begin: ts,
+                    end: OPEN,
+                    row: row.into(),
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// Replays a delete: the newest version ends at `ts`.
+    pub fn redo_delete(&self, slot: u64, ts: u64) -> Result<()> {
+        self.with_chain(slot, |chain| {
+            let newest = chain
+                .first_mut()
+                .filter(|v| v.end == OPEN)
+                .ok_or_else(|| self.replay_error(slot, "delete"))?;
+            newest.end = ts;
+            Ok(())
+        })
+    }
+
+    fn replay_error(&self, slot: u64, what: &str) -> ZyronError {
+        ZyronError::new(
+            SqlState::DATA_CORRUPTED,
+            format!(
+                "WAL replay: {what} of slot {slot} in table \"{}\" finds no live row",
+                self.def.name
+            ),
+        )
+    }
+
+    /// Every version visible at `snapshot`, for a checkpoint image: `(slot, row)`.
+    pub fn visible_versions(
+        &self,
+        snapshot: &Snapshot,
+        mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let pages: Vec<Arc<Page>> = self.pages().clone();
+        for (p, page) in pages.iter().enumerate() {
+            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            for (i, chain) in chains.iter().enumerate() {
+                if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
+                    visit((p * PAGE_SLOTS + i) as u64, &version.row)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Memory the table's versions hold, for a dropped table's release.
+    pub fn release_all(&self) {
+        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let mut bytes = 0;
+        for page in pages {
+            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            bytes += chains.iter().flatten().map(|v| cost(&v.row)).sum::<usize>();
+        }
+        self.memory.release(bytes);
+    }
+
+    /// A primary-key index over the newest versions under `key` (for
+    /// ALTER TABLE ... ADD PRIMARY KEY); fails with 23505 if two live rows
+    /// share a key.
+    pub fn build_index(&self, key: &KeyCodec) -> Result<BPlusTree> {
+        let mut tree = BPlusTree::new();
+        let pages: Vec<Arc<Page>> = self.pages().clone();
+        for (p, page) in pages.iter().enumerate() {
+            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            let mut slots = Vec::new();
+            let mut rows: Vec<&[u8]> = Vec::new();
+            for (i, chain) in chains.iter().enumerate() {
+                if let Some(newest) = chain
+                    .first()
+                    .filter(|v| v.end == OPEN || marked_by(v.end).is_some())
+                {
+                    slots.push((p * PAGE_SLOTS + i) as u64);
+                    rows.push(&newest.row);
+                }
+            }
+            let batch = self.codec.decode(&rows, None)?;
+            for (r, slot) in slots.into_iter().enumerate() {
+                if tree.insert(&key.key(&batch, r), slot).is_err() {
+                    return Err(self.duplicate_key());
+                }
+            }
+        }
+        Ok(tree)
+    }
+}
