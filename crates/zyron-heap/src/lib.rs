@@ -6,4 +6,7 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod redo;
 pub mod row;
+pub mod store;
 pub mod table;
+
+pub use store::{Durability, RecoveryReport, Store, StoreOptions, Transaction};

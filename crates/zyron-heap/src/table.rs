@@ -146,6 +146,16 @@ pub struct HeapTable {
     memory: Arc<MemoryBudget>,
 }
 
+impl std::fmt::Debug for HeapTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapTable")
+            .field("id", &self.def.id)
+            .field("name", &self.def.name)
+            .field("slots", &self.slot_count())
+            .finish()
+    }
+}
+
 /// Where the newest version of a chain stands, for a writer.
 enum Head {
     /// No version, or the newest was deleted and that deletion is settled.
@@ -285,10 +295,10 @@ impl HeapTable {
 
     /// Inserts one encoded row. With a primary key, `key` is its encoded key;
     /// a live row with the same key fails with SQLSTATE 23505.
-    pub fn insert(&self, ctx: &WriteCtx, row: Vec<u8>, key: Option<&[u8]>) -> Result<Step<u64>> {
-        self.memory.reserve(cost(&row))?;
+    pub fn insert(&self, ctx: &WriteCtx, row: &[u8], key: Option<&[u8]>) -> Result<Step<u64>> {
+        self.memory.reserve(cost(row))?;
         let result = match key {
-            Some(key) => self.insert_keyed(ctx, row.clone(), key),
+            Some(key) => self.insert_keyed(ctx, row, key),
             None => {
                 let slot = self.allocate_slot();
                 self.with_chain(slot, |chain| {
@@ -298,7 +308,7 @@ impl HeapTable {
                         Version {
                             begin: ctx.mark(),
                             end: OPEN,
-                            row: row.clone().into(),
+                            row: row.into(),
                         },
                     );
                 });
@@ -306,12 +316,12 @@ impl HeapTable {
             }
         };
         if !matches!(result, Ok(Step::Done(_))) {
-            self.memory.release(cost(&row));
+            self.memory.release(cost(row));
         }
         result
     }
 
-    fn insert_keyed(&self, ctx: &WriteCtx, row: Vec<u8>, key: &[u8]) -> Result<Step<u64>> {
+    fn insert_keyed(&self, ctx: &WriteCtx, row: &[u8], key: &[u8]) -> Result<Step<u64>> {
         let mut index = self.index_write();
         let slot = match index.get(key) {
             Some(slot) => slot,
@@ -716,6 +726,27 @@ impl HeapTable {
             bytes += chains.iter().flatten().map(|v| cost(&v.row)).sum::<usize>();
         }
         self.memory.release(bytes);
+    }
+
+    /// The same rows under a new definition (same columns; for example a new
+    /// primary key), sharing this table's pages; the index is rebuilt.
+    pub fn with_def(&self, def: TableDef) -> Result<HeapTable> {
+        let mut table = HeapTable::new(def, self.memory.clone())?;
+        *table.pages.get_mut().unwrap_or_else(|p| p.into_inner()) = self.pages().clone();
+        table.next_slot = AtomicU64::new(self.slot_count());
+        *table
+            .free_slots
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner()) = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(key) = &table.key {
+            let index = self.build_index(key)?;
+            *table.index.get_mut().unwrap_or_else(|p| p.into_inner()) = index;
+        }
+        Ok(table)
     }
 
     /// A primary-key index over the newest versions under `key` (for

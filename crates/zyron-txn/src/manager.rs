@@ -253,6 +253,11 @@ impl TxnManager {
         Ok(rx)
     }
 
+    /// Whether `txn` is waiting for another transaction.
+    pub fn is_waiting(&self, txn: TxnId) -> bool {
+        self.lock().waits_for.contains_key(&txn)
+    }
+
     /// Clears `waiter`'s wait once it resumed (or gave up).
     pub fn stop_waiting(&self, waiter: TxnId) {
         self.lock().waits_for.remove(&waiter);

@@ -1,0 +1,1061 @@
+//! The durable store: heap tables and their catalog, logged through the WAL,
+//! checkpointed to images, recovered on open.
+//!
+//! A transaction's changes live in the heap as versions marked with its id
+//! and, encoded as redo ops, in a buffer. COMMIT appends one WAL record with
+//! the buffer (large transactions spill earlier records as they go), waits
+//! for group commit to make it durable, stamps its versions with the commit
+//! timestamp, and only then becomes visible. Nothing uncommitted is ever
+//! replayed: recovery applies a transaction's ops only when it finds its
+//! commit record.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use zyron_common::{Result, SqlState, ZyronError};
+use zyron_txn::{Isolation, Snapshot, TxnId, TxnManager};
+use zyron_wal::{Record, Wal, WalOptions};
+
+use crate::catalog::TableDef;
+use crate::checkpoint::{self, Control, Entry, ImageWriter};
+use crate::redo::{self, KIND_ABORT, KIND_COMMIT, KIND_ROLLBACK_TO, KIND_TXN_DATA, Op, Reader};
+use crate::table::{Change, GcStats, HeapTable, MemoryBudget, Step, WriteCtx};
+
+/// A transaction's redo buffer is written to the WAL early past this size
+/// (or a quarter of the WAL's largest record, if that is smaller).
+pub const SPILL_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub dir: PathBuf,
+    pub wal: WalOptions,
+    /// Rows and versions may hold this much memory; writes beyond fail with 53200.
+    pub memory_budget_bytes: usize,
+}
+
+impl StoreOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            wal: WalOptions::default(),
+            memory_budget_bytes: 4 << 30,
+        }
+    }
+}
+
+/// Whether COMMIT waits for its record to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous_commit = on`: acknowledged only once durable.
+    #[default]
+    Synchronous,
+    /// `synchronous_commit = off`: acknowledged at once; the record is
+    /// durable within the WAL's background flush interval.
+    Asynchronous,
+}
+
+/// What opening the store did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecoveryReport {
+    pub image_rows: u64,
+    pub replayed_records: u64,
+    pub replayed_commits: u64,
+    pub wal_bytes_replayed: u64,
+    pub torn_bytes_cut: u64,
+    pub elapsed: Duration,
+}
+
+/// What a checkpoint wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckpointStats {
+    pub rows: u64,
+    pub image_bytes: u64,
+    pub redo_lsn: u64,
+    pub segments_released: usize,
+    pub elapsed: Duration,
+}
+
+struct CatalogEntry {
+    table: Arc<HeapTable>,
+    /// Set when a committed DROP removed it; kept until no snapshot or
+    /// checkpoint can need it.
+    dropped_ts: Option<u64>,
+}
+
+#[derive(Default)]
+struct Catalog {
+    entries: BTreeMap<u64, CatalogEntry>,
+    names: HashMap<(String, String), u64>,
+    /// Names taken by open transactions' CREATE TABLE.
+    reserved: HashMap<(String, String), TxnId>,
+}
+
+impl Catalog {
+    fn live(&self, id: u64) -> Option<&Arc<HeapTable>> {
+        self.entries
+            .get(&id)
+            .filter(|e| e.dropped_ts.is_none())
+            .map(|e| &e.table)
+    }
+
+    fn put(&mut self, table: Arc<HeapTable>) {
+        let def = table.def();
+        self.names
+            .insert((def.schema.clone(), def.name.clone()), def.id);
+        self.entries.insert(
+            def.id,
+            CatalogEntry {
+                table,
+                dropped_ts: None,
+            },
+        );
+    }
+
+    fn drop_table(&mut self, id: u64, ts: u64) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            let def = entry.table.def();
+            self.names.remove(&(def.schema.clone(), def.name.clone()));
+            entry.dropped_ts = Some(ts);
+        }
+    }
+}
+
+pub struct Store {
+    dir: PathBuf,
+    wal: Wal,
+    txns: TxnManager,
+    memory: Arc<MemoryBudget>,
+    catalog: RwLock<Catalog>,
+    next_table_id: AtomicU64,
+    checkpointing: Mutex<()>,
+    /// A row travels in one op of one WAL record, with room for the framing.
+    max_row_bytes: usize,
+    spill_bytes: usize,
+}
+
+fn key_of(schema: &str, name: &str) -> (String, String) {
+    (schema.to_owned(), name.to_owned())
+}
+
+impl Store {
+    /// Opens (or creates) the store in `options.dir`: loads the last
+    /// checkpoint image and replays the WAL after it.
+    pub fn open(options: StoreOptions) -> Result<(Arc<Store>, RecoveryReport)> {
+        let started = Instant::now();
+        let dir = options.dir.clone();
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ZyronError::io(&format!("creating {}", dir.display()), &e))?;
+        let memory = MemoryBudget::new(options.memory_budget_bytes);
+        let control = checkpoint::read_control(&dir)?;
+        let mut replay = Replay::new(memory.clone());
+        let mut report = RecoveryReport::default();
+        if let Some(control) = &control {
+            replay.image_ts = control.snapshot_ts;
+            report.image_rows = replay.load_image(&dir.join(&control.image))?;
+            replay.max_ts = control.snapshot_ts;
+            replay.max_txn = control.next_txn.saturating_sub(1);
+            replay.max_table_id = control.next_table_id.saturating_sub(1);
+        }
+        let redo_lsn = control.as_ref().map_or(0, |c| c.redo_lsn);
+        let (wal, recovered) =
+            zyron_wal::open(&dir.join("wal"), options.wal.clone(), redo_lsn, |record| {
+                replay.apply(record)
+            })?;
+        report.replayed_records = recovered.replayed_records;
+        report.replayed_commits = replay.commits;
+        report.wal_bytes_replayed = recovered.end_lsn - recovered.replay_from_lsn;
+        report.torn_bytes_cut = recovered.torn_bytes_cut;
+        let txns = TxnManager::recovered(replay.max_ts, replay.max_txn + 1);
+        let mut catalog = Catalog::default();
+        for table in replay.tables.into_values() {
+            catalog.put(table);
+        }
+        let store = Arc::new(Store {
+            dir,
+            wal,
+            txns,
+            memory,
+            catalog: RwLock::new(catalog),
+            next_table_id: AtomicU64::new(replay.max_table_id + 1),
+            checkpointing: Mutex::new(()),
+            // A commit record holds at most the spill threshold plus one row.
+            max_row_bytes: options.wal.max_record_bytes / 2 - 64,
+            spill_bytes: SPILL_BYTES.min(options.wal.max_record_bytes / 4),
+        });
+        report.elapsed = started.elapsed();
+        Ok((store, report))
+    }
+
+    pub fn wal(&self) -> &Wal {
+        &self.wal
+    }
+
+    pub fn txns(&self) -> &TxnManager {
+        &self.txns
+    }
+
+    pub fn memory(&self) -> &MemoryBudget {
+        &self.memory
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn catalog_read(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+        self.catalog.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn catalog_write(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
+        self.catalog.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A committed table by name.
+    pub fn table(&self, schema: &str, name: &str) -> Option<Arc<HeapTable>> {
+        let catalog = self.catalog_read();
+        catalog
+            .names
+            .get(&key_of(schema, name))
+            .and_then(|id| catalog.live(*id))
+            .cloned()
+    }
+
+    /// Every committed table.
+    pub fn tables(&self) -> Vec<Arc<HeapTable>> {
+        self.catalog_read()
+            .entries
+            .values()
+            .filter(|e| e.dropped_ts.is_none())
+            .map(|e| e.table.clone())
+            .collect()
+    }
+
+    pub fn begin(self: &Arc<Self>, isolation: Isolation) -> Transaction {
+        let txn = self.txns.begin();
+        let snapshot = self.txns.snapshot(txn);
+        Transaction {
+            store: self.clone(),
+            txn,
+            isolation,
+            snapshot,
+            writes: Vec::new(),
+            redo: Vec::new(),
+            redo_op_ends: Vec::new(),
+            ops_total: 0,
+            ops_logged: 0,
+            ddl: Vec::new(),
+            savepoints: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// Garbage-collects every table: versions no snapshot can see, and
+    /// dropped tables no snapshot can reach.
+    pub fn vacuum(&self) -> GcStats {
+        let horizon = self.txns.gc_horizon();
+        let mut total = GcStats::default();
+        let tables: Vec<Arc<HeapTable>> = self
+            .catalog_read()
+            .entries
+            .values()
+            .map(|e| e.table.clone())
+            .collect();
+        for table in tables {
+            let stats = table.collect_garbage(horizon);
+            total.versions_examined += stats.versions_examined;
+            total.versions_removed += stats.versions_removed;
+            total.slots_freed += stats.slots_freed;
+        }
+        total
+    }
+
+    /// Writes every row visible now to a new image, points the control file
+    /// at it, and releases the WAL before its redo position.
+    pub fn checkpoint(&self) -> Result<CheckpointStats> {
+        let started = Instant::now();
+        let _one_at_a_time = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let reader = self.txns.begin();
+        let result = self.write_checkpoint(reader);
+        self.txns.finish_abort(reader);
+        let mut stats = result?;
+        stats.elapsed = started.elapsed();
+        Ok(stats)
+    }
+
+    fn write_checkpoint(&self, reader: TxnId) -> Result<CheckpointStats> {
+        let (snapshot, redo_lsn, tables) = {
+            let catalog = self.catalog_read();
+            let (snapshot, redo_lsn) = self
+                .txns
+                .checkpoint_snapshot(reader, || self.wal.next_lsn());
+            // Tables dropped after the snapshot are still needed: replay may insert into them.
+            let tables: Vec<Arc<HeapTable>> = catalog
+                .entries
+                .values()
+                .filter(|e| e.dropped_ts.is_none_or(|ts| ts > snapshot.read_ts))
+                .map(|e| e.table.clone())
+                .collect();
+            (snapshot, redo_lsn, tables)
+        };
+        self.wal.flush(redo_lsn)?;
+        let name = format!("checkpoint-{redo_lsn:016x}-{:016x}.zck", snapshot.read_ts);
+        let path = self.dir.join(&name);
+        let mut image =
+            ImageWriter::create(&path, snapshot.read_ts, redo_lsn, tables.len() as u32)?;
+        for table in &tables {
+            image.table(&table.def().to_json())?;
+            table.visible_versions(&snapshot, |slot, row| image.row(slot, row))?;
+        }
+        let rows = image.finish()?;
+        checkpoint::sync_dir(&self.dir)?;
+        let control = Control {
+            image: name.clone(),
+            snapshot_ts: snapshot.read_ts,
+            redo_lsn,
+            next_txn: self.txns.next_txn_id(),
+            next_table_id: self.next_table_id.load(Ordering::Relaxed),
+        };
+        checkpoint::write_control(&self.dir, &control)?;
+        self.remove_old_images(&name);
+        let segments_released = self.wal.truncate_before(redo_lsn)?;
+        self.prune_dropped(snapshot.read_ts);
+        let image_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        Ok(CheckpointStats {
+            rows,
+            image_bytes,
+            redo_lsn,
+            segments_released,
+            elapsed: Duration::ZERO,
+        })
+    }
+
+    fn remove_old_images(&self, keep: &str) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("checkpoint-") && name != keep {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Forgets tables whose DROP is older than the newest image.
+    fn prune_dropped(&self, image_ts: u64) {
+        let horizon = self.txns.gc_horizon().min(image_ts);
+        let mut catalog = self.catalog_write();
+        let gone: Vec<u64> = catalog
+            .entries
+            .iter()
+            .filter(|(_, e)| e.dropped_ts.is_some_and(|ts| ts <= horizon))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(entry) = catalog.entries.remove(&id) {
+                entry.table.release_all();
+            }
+        }
+    }
+
+    async fn wait_durable(&self, end_lsn: u64) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.wal.on_durable(
+            end_lsn,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        rx.await.unwrap_or_else(|_| {
+            Err(ZyronError::internal(
+                "the WAL stopped before the commit was durable",
+            ))
+        })
+    }
+}
+
+/// One write of a transaction, for stamping at commit and undo at rollback.
+struct Write {
+    table: Arc<HeapTable>,
+    slot: u64,
+    change: Change,
+    key: Option<Box<[u8]>>,
+}
+
+enum Ddl {
+    Create(Arc<HeapTable>),
+    Drop(Arc<HeapTable>),
+    Redefine { new: Arc<HeapTable> },
+}
+
+struct Savepoint {
+    name: String,
+    writes: usize,
+    ops_total: u64,
+    ddl: usize,
+}
+
+/// An open transaction. Dropping it without COMMIT rolls it back.
+pub struct Transaction {
+    store: Arc<Store>,
+    txn: TxnId,
+    isolation: Isolation,
+    snapshot: Snapshot,
+    writes: Vec<Write>,
+    /// Ops not yet in the WAL, and where each ends in `redo`.
+    redo: Vec<u8>,
+    redo_op_ends: Vec<usize>,
+    ops_total: u64,
+    /// Ops already written to the WAL in TxnData records.
+    ops_logged: u64,
+    ddl: Vec<Ddl>,
+    savepoints: Vec<Savepoint>,
+    finished: bool,
+}
+
+impl Transaction {
+    pub fn id(&self) -> TxnId {
+        self.txn
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Whether the transaction has changed anything.
+    pub fn has_writes(&self) -> bool {
+        !self.writes.is_empty() || !self.ddl.is_empty() || self.ops_logged > 0
+    }
+
+    /// Starts a statement: under READ COMMITTED it reads a fresh snapshot.
+    pub fn begin_statement(&mut self) {
+        if self.isolation == Isolation::ReadCommitted {
+            self.snapshot = self.store.txns.snapshot(self.txn);
+        }
+    }
+
+    fn ctx(&self) -> WriteCtx {
+        WriteCtx {
+            txn: self.txn,
+            snapshot: self.snapshot,
+            isolation: self.isolation,
+        }
+    }
+
+    /// A table as this transaction sees it (its own DDL first).
+    pub fn table(&self, schema: &str, name: &str) -> Option<Arc<HeapTable>> {
+        for ddl in self.ddl.iter().rev() {
+            match ddl {
+                Ddl::Create(t) | Ddl::Redefine { new: t }
+                    if t.def().schema == schema && t.def().name == name =>
+                {
+                    return Some(t.clone());
+                }
+                Ddl::Drop(t) if t.def().schema == schema && t.def().name == name => return None,
+                _ => {}
+            }
+        }
+        self.store.table(schema, name)
+    }
+
+    /// Every table this transaction sees.
+    pub fn tables(&self) -> Vec<Arc<HeapTable>> {
+        let mut by_name: BTreeMap<(String, String), Arc<HeapTable>> = self
+            .store
+            .tables()
+            .into_iter()
+            .map(|t| ((t.def().schema.clone(), t.def().name.clone()), t))
+            .collect();
+        for ddl in &self.ddl {
+            match ddl {
+                Ddl::Create(t) | Ddl::Redefine { new: t } => {
+                    by_name.insert((t.def().schema.clone(), t.def().name.clone()), t.clone());
+                }
+                Ddl::Drop(t) => {
+                    by_name.remove(&(t.def().schema.clone(), t.def().name.clone()));
+                }
+            }
+        }
+        by_name.into_values().collect()
+    }
+
+    fn log(&mut self, op: &Op) -> Result<()> {
+        redo::encode_op(&mut self.redo, op);
+        self.redo_op_ends.push(self.redo.len());
+        self.ops_total += 1;
+        if self.redo.len() >= self.store.spill_bytes {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered ops to the WAL ahead of the commit.
+    fn spill(&mut self) -> Result<()> {
+        let mut payload = self.txn.to_le_bytes().to_vec();
+        payload.extend_from_slice(&self.redo);
+        let appended = self.store.wal.append_unwaited(KIND_TXN_DATA, &payload)?;
+        self.store.txns.note_logged(self.txn, appended.lsn);
+        self.ops_logged = self.ops_total;
+        self.redo.clear();
+        self.redo_op_ends.clear();
+        Ok(())
+    }
+
+    async fn wait_for(&self, holder: TxnId) -> Result<()> {
+        let ended = self.store.txns.wait_for(self.txn, holder)?;
+        let _ = ended.await;
+        self.store.txns.stop_waiting(self.txn);
+        Ok(())
+    }
+
+    fn check_row_size(&self, row: &[u8]) -> Result<()> {
+        let limit = self.store.max_row_bytes;
+        if row.len() > limit {
+            return Err(ZyronError::new(
+                SqlState::PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "row is {} bytes, more than the {limit} bytes a heap row may hold",
+                    row.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Inserts every row of `batch` (columns in table order); returns the count.
+    pub async fn insert(&mut self, table: &Arc<HeapTable>, batch: &RecordBatch) -> Result<u64> {
+        let rows = table.codec().encode(batch)?;
+        let keys: Vec<Vec<u8>> = match table.key_codec() {
+            Some(codec) => (0..batch.num_rows()).map(|r| codec.key(batch, r)).collect(),
+            None => Vec::new(),
+        };
+        for (r, row) in rows.into_iter().enumerate() {
+            self.check_row_size(&row)?;
+            let key = keys.get(r).map(|k| k.as_slice());
+            let slot = loop {
+                match table.insert(&self.ctx(), &row, key)? {
+                    Step::Done(slot) => break slot,
+                    Step::Wait(holder) => self.wait_for(holder).await?,
+                }
+            };
+            self.writes.push(Write {
+                table: table.clone(),
+                slot,
+                change: Change::Created,
+                key: key.map(Into::into),
+            });
+            self.log(&Op::Insert {
+                table: table.id(),
+                slot,
+                row,
+            })?;
+        }
+        Ok(batch.num_rows() as u64)
+    }
+
+    /// Updates the row in `slot` to `new_row(current)` (see [`HeapTable::update`]).
+    pub async fn update(
+        &mut self,
+        table: &Arc<HeapTable>,
+        slot: u64,
+        mut new_row: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
+    ) -> Result<bool> {
+        loop {
+            let mut written = None;
+            let step = table.update(&self.ctx(), slot, |current| {
+                let row = new_row(current)?;
+                written = row.clone();
+                Ok(row)
+            })?;
+            match step {
+                Step::Wait(holder) => self.wait_for(holder).await?,
+                Step::Done(false) => return Ok(false),
+                Step::Done(true) => {
+                    let row = written.expect("an update wrote a row");
+                    self.check_row_size(&row)?;
+                    self.writes.push(Write {
+                        table: table.clone(),
+                        slot,
+                        change: Change::Ended,
+                        key: None,
+                    });
+                    self.writes.push(Write {
+                        table: table.clone(),
+                        slot,
+                        change: Change::Created,
+                        key: None,
+                    });
+                    self.log(&Op::Update {
+                        table: table.id(),
+                        slot,
+                        row,
+                    })?;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Deletes the row in `slot` if `still_qualifies(current)`.
+    pub async fn delete(
+        &mut self,
+        table: &Arc<HeapTable>,
+        slot: u64,
+        mut still_qualifies: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<bool> {
+        loop {
+            match table.delete(&self.ctx(), slot, &mut still_qualifies)? {
+                Step::Wait(holder) => self.wait_for(holder).await?,
+                Step::Done(false) => return Ok(false),
+                Step::Done(true) => {
+                    self.writes.push(Write {
+                        table: table.clone(),
+                        slot,
+                        change: Change::Ended,
+                        key: None,
+                    });
+                    self.log(&Op::Delete {
+                        table: table.id(),
+                        slot,
+                    })?;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// `CREATE TABLE`: visible to this transaction now, to others once committed.
+    pub fn create_table(&mut self, mut def: TableDef) -> Result<Arc<HeapTable>> {
+        let name = key_of(&def.schema, &def.name);
+        if self.table(&def.schema, &def.name).is_some() {
+            return Err(already_exists(&def.name));
+        }
+        {
+            let mut catalog = self.store.catalog_write();
+            match catalog.reserved.get(&name) {
+                Some(&holder) if holder != self.txn => return Err(already_exists(&def.name)),
+                _ => {}
+            }
+            if catalog.names.contains_key(&name) && !self.drops(&def.schema, &def.name) {
+                return Err(already_exists(&def.name));
+            }
+            catalog.reserved.insert(name, self.txn);
+        }
+        def.id = self.store.next_table_id.fetch_add(1, Ordering::Relaxed);
+        let table = Arc::new(HeapTable::new(def, self.store.memory.clone())?);
+        self.log(&Op::Create {
+            def: table.def().to_json(),
+        })?;
+        self.ddl.push(Ddl::Create(table.clone()));
+        Ok(table)
+    }
+
+    fn drops(&self, schema: &str, name: &str) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Drop(t) if t.def().schema == schema && t.def().name == name))
+    }
+
+    /// `DROP TABLE`.
+    pub fn drop_table(&mut self, table: &Arc<HeapTable>) -> Result<()> {
+        self.log(&Op::Drop { table: table.id() })?;
+        self.ddl.push(Ddl::Drop(table.clone()));
+        Ok(())
+    }
+
+    /// A new definition for a table (same columns), such as an added primary key.
+    pub fn redefine_table(
+        &mut self,
+        table: &Arc<HeapTable>,
+        def: TableDef,
+    ) -> Result<Arc<HeapTable>> {
+        assert_eq!(def.id, table.id(), "a redefinition keeps the table's id");
+        let new = Arc::new(table.with_def(def)?);
+        self.log(&Op::Redefine {
+            def: new.def().to_json(),
+        })?;
+        self.ddl.push(Ddl::Redefine { new: new.clone() });
+        Ok(new)
+    }
+
+    pub fn savepoint(&mut self, name: &str) {
+        self.savepoints.push(Savepoint {
+            name: name.to_owned(),
+            writes: self.writes.len(),
+            ops_total: self.ops_total,
+            ddl: self.ddl.len(),
+        });
+    }
+
+    fn savepoint_index(&self, name: &str) -> Result<usize> {
+        self.savepoints
+            .iter()
+            .rposition(|s| s.name == name)
+            .ok_or_else(|| {
+                ZyronError::new(
+                    SqlState::INVALID_SAVEPOINT_SPECIFICATION,
+                    format!("savepoint \"{name}\" does not exist"),
+                )
+            })
+    }
+
+    /// `RELEASE SAVEPOINT`: forgets it (and those set after it), keeping the changes.
+    pub fn release_savepoint(&mut self, name: &str) -> Result<()> {
+        let index = self.savepoint_index(name)?;
+        self.savepoints.truncate(index);
+        Ok(())
+    }
+
+    /// `ROLLBACK TO SAVEPOINT`: undoes every change made after it; the savepoint stays.
+    pub fn rollback_to_savepoint(&mut self, name: &str) -> Result<()> {
+        let index = self.savepoint_index(name)?;
+        let (writes, ops_total, ddl) = {
+            let s = &self.savepoints[index];
+            (s.writes, s.ops_total, s.ddl)
+        };
+        self.savepoints.truncate(index + 1);
+        self.undo_writes(writes);
+        self.undo_ddl(ddl);
+        if ops_total >= self.ops_logged {
+            let keep = (ops_total - self.ops_logged) as usize;
+            let end = if keep == 0 {
+                0
+            } else {
+                self.redo_op_ends[keep - 1]
+            };
+            self.redo.truncate(end);
+            self.redo_op_ends.truncate(keep);
+        } else {
+            let mut payload = self.txn.to_le_bytes().to_vec();
+            payload.extend_from_slice(&ops_total.to_le_bytes());
+            self.store.wal.append_unwaited(KIND_ROLLBACK_TO, &payload)?;
+            self.ops_logged = ops_total;
+            self.redo.clear();
+            self.redo_op_ends.clear();
+        }
+        self.ops_total = ops_total;
+        Ok(())
+    }
+
+    fn undo_writes(&mut self, keep: usize) {
+        while self.writes.len() > keep {
+            let write = self.writes.pop().expect("len > keep");
+            write
+                .table
+                .undo(write.slot, self.txn, write.change, write.key.as_deref());
+        }
+    }
+
+    fn undo_ddl(&mut self, keep: usize) {
+        let mut catalog = self.store.catalog_write();
+        for ddl in self.ddl.drain(keep..) {
+            if let Ddl::Create(t) = ddl {
+                catalog
+                    .reserved
+                    .remove(&key_of(&t.def().schema, &t.def().name));
+                t.release_all();
+            }
+        }
+    }
+
+    /// Makes the transaction's changes durable (as `durability` says) and visible.
+    pub async fn commit(mut self, durability: Durability) -> Result<()> {
+        self.finished = true;
+        if !self.has_writes() {
+            self.store.txns.finish_abort(self.txn);
+            return Ok(());
+        }
+        if let Err(err) = self.check_tables_still_exist() {
+            self.abort();
+            return Err(err);
+        }
+        let mut payload = Vec::with_capacity(16 + self.redo.len());
+        payload.extend_from_slice(&self.txn.to_le_bytes());
+        payload.extend_from_slice(&[0; 8]);
+        payload.extend_from_slice(&self.redo);
+        let mut end_lsn = 0;
+        let store = self.store.clone();
+        let ticket = store.txns.commit_in_order(self.txn, |ts| {
+            payload[8..16].copy_from_slice(&ts.to_le_bytes());
+            let appended = store.wal.append(KIND_COMMIT, &payload)?;
+            end_lsn = appended.end_lsn;
+            Ok(appended.lsn)
+        });
+        let ticket = match ticket {
+            Ok(ticket) => ticket,
+            Err(err) => {
+                self.abort();
+                return Err(err);
+            }
+        };
+        if durability == Durability::Synchronous {
+            if let Err(err) = store.wait_durable(end_lsn).await {
+                self.undo_writes(0);
+                self.undo_ddl(0);
+                store.txns.abandon_commit(self.txn, ticket.ts);
+                return Err(err);
+            }
+        }
+        for write in &self.writes {
+            if write.change == Change::Created || write.change == Change::Ended {
+                write.table.stamp(write.slot, self.txn, ticket.ts);
+            }
+        }
+        self.publish_ddl(ticket.ts);
+        store.txns.finish_commit(self.txn, ticket.ts);
+        Ok(())
+    }
+
+    fn check_tables_still_exist(&self) -> Result<()> {
+        let catalog = self.store.catalog_read();
+        let created: Vec<u64> = self
+            .ddl
+            .iter()
+            .filter_map(|d| {
+                if let Ddl::Create(t) = d {
+                    Some(t.id())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for write in &self.writes {
+            let id = write.table.id();
+            if !created.contains(&id) && catalog.live(id).is_none() {
+                return Err(ZyronError::new(
+                    SqlState::SERIALIZATION_FAILURE,
+                    format!(
+                        "table \"{}\" was dropped by a concurrent transaction",
+                        write.table.def().name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn publish_ddl(&mut self, ts: u64) {
+        if self.ddl.is_empty() {
+            return;
+        }
+        let mut catalog = self.store.catalog_write();
+        for ddl in self.ddl.drain(..) {
+            match ddl {
+                Ddl::Create(t) => {
+                    catalog
+                        .reserved
+                        .remove(&key_of(&t.def().schema, &t.def().name));
+                    catalog.put(t);
+                }
+                Ddl::Drop(t) => catalog.drop_table(t.id(), ts),
+                Ddl::Redefine { new } => catalog.put(new),
+            }
+        }
+    }
+
+    /// Undoes everything and ends the transaction.
+    pub fn rollback(mut self) {
+        self.abort();
+    }
+
+    fn abort(&mut self) {
+        self.finished = true;
+        self.undo_writes(0);
+        self.undo_ddl(0);
+        if self.ops_logged > 0 {
+            // Lets replay drop the logged part early; without it the part is dropped at the end.
+            let _ = self
+                .store
+                .wal
+                .append_unwaited(KIND_ABORT, &self.txn.to_le_bytes());
+        }
+        self.store.txns.finish_abort(self.txn);
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.abort();
+        }
+    }
+}
+
+fn already_exists(name: &str) -> ZyronError {
+    ZyronError::new(
+        SqlState::DUPLICATE_TABLE,
+        format!("relation \"{name}\" already exists"),
+    )
+}
+
+/// Rebuilds the tables from an image and the WAL.
+struct Replay {
+    memory: Arc<MemoryBudget>,
+    tables: BTreeMap<u64, Arc<HeapTable>>,
+    pending: HashMap<TxnId, Vec<Op>>,
+    image_ts: u64,
+    max_ts: u64,
+    max_txn: TxnId,
+    max_table_id: u64,
+    commits: u64,
+}
+
+impl Replay {
+    fn new(memory: Arc<MemoryBudget>) -> Self {
+        Replay {
+            memory,
+            tables: BTreeMap::new(),
+            pending: HashMap::new(),
+            image_ts: 0,
+            max_ts: 0,
+            max_txn: 0,
+            max_table_id: 0,
+            commits: 0,
+        }
+    }
+
+    /// Loads an image; its rows begin at `self.image_ts`.
+    fn load_image(&mut self, path: &Path) -> Result<u64> {
+        let ts = self.image_ts;
+        let mut current: Option<Arc<HeapTable>> = None;
+        let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+        let (snapshot_ts, _, rows) = checkpoint::read_image(path, |entry| {
+            match entry {
+                Entry::Table(json) => {
+                    if let Some(table) = &current {
+                        load_rows(table, &mut batch, ts)?;
+                    }
+                    let table = Arc::new(HeapTable::new(
+                        TableDef::from_json(json)?,
+                        self.memory.clone(),
+                    )?);
+                    self.max_table_id = self.max_table_id.max(table.id());
+                    self.tables.insert(table.id(), table.clone());
+                    current = Some(table);
+                }
+                Entry::Row { slot, row } => {
+                    let table = current.as_ref().ok_or_else(|| {
+                        ZyronError::new(
+                            SqlState::DATA_CORRUPTED,
+                            format!("{}: rows before any table", path.display()),
+                        )
+                    })?;
+                    batch.push((slot, row.to_vec()));
+                    if batch.len() >= 4096 {
+                        load_rows(table, &mut batch, ts)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(table) = &current {
+            load_rows(table, &mut batch, ts)?;
+        }
+        if snapshot_ts != ts {
+            return Err(ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!(
+                    "{} is not the image the control file names (snapshot {snapshot_ts}, expected {ts})",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(rows)
+    }
+
+    fn apply(&mut self, record: Record) -> Result<()> {
+        let mut reader = Reader::new(&record.payload);
+        let txn = reader.u64()?;
+        self.max_txn = self.max_txn.max(txn);
+        match record.kind {
+            KIND_TXN_DATA => self.pending.entry(txn).or_default().extend(reader.ops()?),
+            KIND_ROLLBACK_TO => {
+                let keep = reader.u64()? as usize;
+                self.pending.entry(txn).or_default().truncate(keep);
+            }
+            KIND_ABORT => {
+                self.pending.remove(&txn);
+            }
+            KIND_COMMIT => {
+                let ts = reader.u64()?;
+                let mut ops = self.pending.remove(&txn).unwrap_or_default();
+                ops.extend(reader.ops()?);
+                self.max_ts = self.max_ts.max(ts);
+                if ts > self.image_ts {
+                    for op in ops {
+                        self.apply_op(op, ts)?;
+                    }
+                    self.commits += 1;
+                }
+            }
+            other => {
+                return Err(ZyronError::new(
+                    SqlState::DATA_CORRUPTED,
+                    format!("WAL record of unknown kind {other} at LSN {}", record.lsn),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn table(&self, id: u64) -> Result<&Arc<HeapTable>> {
+        self.tables.get(&id).ok_or_else(|| {
+            ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!("WAL replay: table {id} does not exist"),
+            )
+        })
+    }
+
+    fn apply_op(&mut self, op: Op, ts: u64) -> Result<()> {
+        match op {
+            Op::Insert { table, slot, row } => {
+                let table = self.table(table)?;
+                let key = table.keys_of(&[&row])?.pop();
+                table.redo_insert(slot, row, key.as_deref(), ts);
+            }
+            Op::Update { table, slot, row } => self.table(table)?.redo_update(slot, row, ts)?,
+            Op::Delete { table, slot } => self.table(table)?.redo_delete(slot, ts)?,
+            Op::Create { def } => {
+                let def = TableDef::from_json(&def)?;
+                self.max_table_id = self.max_table_id.max(def.id);
+                if !self.tables.contains_key(&def.id) {
+                    let table = Arc::new(HeapTable::new(def, self.memory.clone())?);
+                    self.tables.insert(table.id(), table);
+                }
+            }
+            Op::Drop { table } => {
+                if let Some(table) = self.tables.remove(&table) {
+                    table.release_all();
+                }
+            }
+            Op::Redefine { def } => {
+                let def = TableDef::from_json(&def)?;
+                let new = Arc::new(self.table(def.id)?.with_def(def)?);
+                self.tables.insert(new.id(), new);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn load_rows(table: &Arc<HeapTable>, batch: &mut Vec<(u64, Vec<u8>)>, ts: u64) -> Result<()> {
+    let rows: Vec<&[u8]> = batch.iter().map(|(_, row)| row.as_slice()).collect();
+    let keys = table.keys_of(&rows)?;
+    for (i, (slot, row)) in batch.drain(..).enumerate() {
+        table.redo_insert(slot, row, keys.get(i).map(|k| k.as_slice()), ts);
+    }
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! The store's promises: durability across reopen, snapshot isolation,
+//! conflicts, savepoints, checkpoints, garbage collection and limits.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use futures::executor::block_on;
+use zyron_common::SqlState;
+use zyron_heap::catalog::{DEFAULT_SCHEMA, TableDef};
+use zyron_heap::table::HeapTable;
+use zyron_heap::{Durability, Store, StoreOptions, Transaction};
+use zyron_txn::Isolation;
+use zyron_wal::WalOptions;
+
+fn options(dir: &std::path::Path) -> StoreOptions {
+    StoreOptions {
+        dir: dir.to_path_buf(),
+        wal: WalOptions {
+            segment_bytes: 512 << 10,
+            max_buffer_bytes: 64 << 10,
+            max_record_bytes: 256 << 10,
+            ..WalOptions::default()
+        },
+        memory_budget_bytes: 256 << 20,
+    }
+}
+
+fn open(dir: &std::path::Path) -> Arc<Store> {
+    Store::open(options(dir)).unwrap().0
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("v", DataType::Utf8, true),
+    ]))
+}
+
+fn def(name: &str, primary_key: bool) -> TableDef {
+    TableDef {
+        id: 0,
+        schema: DEFAULT_SCHEMA.into(),
+        name: name.into(),
+        columns: TableDef::columns_from(&schema()),
+        primary_key: if primary_key { vec![0] } else { vec![] },
+        checks: vec![],
+        fillfactor: None,
+    }
+}
+
+fn batch(ids: impl IntoIterator<Item = i64>, value: &str) -> RecordBatch {
+    let ids: Vec<i64> = ids.into_iter().collect();
+    let values: Vec<String> = ids.iter().map(|i| format!("{value}{i}")).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(values)),
+        ],
+    )
+    .unwrap()
+}
+
+/// Every visible `(id, v)` of `table`, sorted.
+fn contents(txn: &Transaction, table: &Arc<HeapTable>) -> Vec<(i64, String)> {
+    let mut rows = Vec::new();
+    for page in 0..table.page_count() {
+        let (_, batch) = table.scan_page(&txn.snapshot(), page, None).unwrap();
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        let values = batch.column(1).as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            rows.push((ids.value(r), values.value(r).to_owned()));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+fn read(store: &Arc<Store>, name: &str) -> Vec<(i64, String)> {
+    let txn = store.begin(Isolation::ReadCommitted);
+    let table = txn.table(DEFAULT_SCHEMA, name).expect("table exists");
+    contents(&txn, &table)
+}
+
+fn slot_of(table: &Arc<HeapTable>, id: i64) -> u64 {
+    let key = table.key_codec().unwrap().key(&batch([id], ""), 0);
+    table.slot_for_key(&key).expect("key present")
+}
+
+/// Sets `v` of row `id` to `value`.
+fn set(
+    txn: &mut Transaction,
+    table: &Arc<HeapTable>,
+    id: i64,
+    value: &str,
+) -> zyron_common::Result<bool> {
+    let slot = slot_of(table, id);
+    let codec = table.codec().clone();
+    let row = codec.encode(&batch([id], value)).unwrap().pop().unwrap();
+    block_on(txn.update(table, slot, |_| Ok(Some(row.clone()))))
+}
+
+fn create_with_rows(store: &Arc<Store>, name: &str, ids: std::ops::Range<i64>) -> Arc<HeapTable> {
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let table = txn.create_table(def(name, true)).unwrap();
+    block_on(txn.insert(&table, &batch(ids, "v"))).unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    store.table(DEFAULT_SCHEMA, name).unwrap()
+}
+
+#[test]
+fn committed_rows_survive_reopen_and_uncommitted_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        let table = create_with_rows(&store, "t", 0..1000);
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        set(&mut txn, &table, 5, "five").unwrap();
+        let slot = slot_of(&table, 6);
+        assert!(block_on(txn.delete(&table, slot, |_| Ok(true))).unwrap());
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        let mut open_txn = store.begin(Isolation::ReadCommitted);
+        block_on(open_txn.insert(&table, &batch(5000..5010, "never"))).unwrap();
+        std::mem::forget(open_txn); // neither committed nor rolled back: as if the process died
+    }
+    let store = open(dir.path());
+    let rows = read(&store, "t");
+    assert_eq!(rows.len(), 999);
+    assert!(rows.contains(&(5, "five5".into())));
+    assert!(!rows.iter().any(|(id, _)| *id == 6 || *id >= 5000));
+}
+
+#[test]
+fn snapshots_are_isolated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+    let mut repeatable = store.begin(Isolation::RepeatableRead);
+    let mut committed = store.begin(Isolation::ReadCommitted);
+    let mut writer = store.begin(Isolation::ReadCommitted);
+    set(&mut writer, &table, 1, "new").unwrap();
+    block_on(writer.insert(&table, &batch([100], "x"))).unwrap();
+    // Uncommitted: nobody else sees it; the writer does.
+    assert_eq!(contents(&committed, &table).len(), 10);
+    assert_eq!(contents(&writer, &table).len(), 11);
+    block_on(writer.commit(Durability::Synchronous)).unwrap();
+    repeatable.begin_statement();
+    committed.begin_statement();
+    assert_eq!(
+        contents(&repeatable, &table).len(),
+        10,
+        "REPEATABLE READ keeps its snapshot"
+    );
+    assert!(contents(&repeatable, &table).contains(&(1, "v1".into())));
+    assert_eq!(
+        contents(&committed, &table).len(),
+        11,
+        "READ COMMITTED sees the commit at the next statement"
+    );
+    // Writing a row changed after the snapshot is the SI conflict.
+    let err = set(&mut repeatable, &table, 1, "mine").unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE);
+}
+
+#[test]
+fn a_second_writer_waits_then_fails_or_follows_by_isolation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+    for isolation in [Isolation::RepeatableRead, Isolation::ReadCommitted] {
+        let mut first = store.begin(Isolation::ReadCommitted);
+        set(&mut first, &table, 3, "first").unwrap();
+        let (store2, table2) = (store.clone(), table.clone());
+        let (id_tx, id_rx) = std::sync::mpsc::channel();
+        let second = std::thread::spawn(move || {
+            let mut txn = store2.begin(isolation);
+            id_tx.send(txn.id()).unwrap();
+            let slot = slot_of(&table2, 3);
+            let codec = table2.codec().clone();
+            // Appends "+second" to whatever the newest version says.
+            let result = block_on(txn.update(&table2, slot, |current| {
+                let row = codec.decode(&[current], None).unwrap();
+                let v = row.column(1).as_string::<i32>().value(0).to_owned();
+                Ok(Some(
+                    codec
+                        .encode(&batch([3], &format!("{v}+second")))
+                        .unwrap()
+                        .pop()
+                        .unwrap(),
+                ))
+            }));
+            let outcome = result.map(|_| ());
+            if outcome.is_ok() {
+                block_on(txn.commit(Durability::Synchronous)).unwrap();
+            }
+            outcome
+        });
+        // The second writer blocks on the first: it cannot finish while the row is held.
+        let second_id = id_rx.recv().unwrap();
+        while !store.txns().is_waiting(second_id) {
+            std::thread::yield_now();
+        }
+        assert!(
+            !second.is_finished(),
+            "the second writer waits for the first"
+        );
+        block_on(first.commit(Durability::Synchronous)).unwrap();
+        let outcome = second.join().unwrap();
+        match isolation {
+            Isolation::RepeatableRead => assert_eq!(
+                outcome.unwrap_err().sqlstate(),
+                SqlState::SERIALIZATION_FAILURE
+            ),
+            Isolation::ReadCommitted => {
+                outcome.unwrap();
+                assert!(
+                    read(&store, "t").contains(&(3, "first3+second3".into())),
+                    "{:?}",
+                    read(&store, "t")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn deadlocks_are_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+    let mut a = store.begin(Isolation::ReadCommitted);
+    let mut b = store.begin(Isolation::ReadCommitted);
+    set(&mut a, &table, 1, "a").unwrap();
+    set(&mut b, &table, 2, "b").unwrap();
+    let table2 = table.clone();
+    let a_id = a.id();
+    let waiter = std::thread::spawn(move || {
+        let result = set(&mut a, &table2, 2, "a");
+        (a, result)
+    });
+    while !store.txns().is_waiting(a_id) {
+        std::thread::yield_now();
+    }
+    let err = set(&mut b, &table, 1, "b").unwrap_err();
+    assert_eq!(err.sqlstate().code(), "40P01");
+    b.rollback();
+    let (a, result) = waiter.join().unwrap();
+    assert!(result.unwrap());
+    block_on(a.commit(Durability::Synchronous)).unwrap();
+    assert!(read(&store, "t").contains(&(2, "a2".into())));
+}
+
+#[test]
+fn primary_keys_are_unique_among_live_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let err = block_on(txn.insert(&table, &batch([4], "dup"))).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::UNIQUE_VIOLATION);
+    assert!(err.message().contains("t_pkey"));
+    // Delete then insert the same key in one transaction: allowed.
+    let slot = slot_of(&table, 4);
+    assert!(block_on(txn.delete(&table, slot, |_| Ok(true))).unwrap());
+    block_on(txn.insert(&table, &batch([4], "again"))).unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    assert!(read(&store, "t").contains(&(4, "again4".into())));
+}
+
+#[test]
+fn savepoints_undo_exactly_what_followed_them_even_after_spilling() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        let table = create_with_rows(&store, "t", 0..10);
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        block_on(txn.insert(&table, &batch(100..110, "kept"))).unwrap();
+        txn.savepoint("s1");
+        // About 2 MiB of rows: the transaction spills to the WAL before committing.
+        let big = "x".repeat(1000);
+        block_on(txn.insert(&table, &batch(1000..3000, &big))).unwrap();
+        set(&mut txn, &table, 1, "changed").unwrap();
+        txn.rollback_to_savepoint("s1").unwrap();
+        txn.savepoint("s2");
+        block_on(txn.insert(&table, &batch(200..205, "after"))).unwrap();
+        txn.release_savepoint("s2").unwrap();
+        assert_eq!(
+            txn.rollback_to_savepoint("s2").unwrap_err().sqlstate(),
+            SqlState::INVALID_SAVEPOINT_SPECIFICATION
+        );
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        let rows = read(&store, "t");
+        assert_eq!(rows.len(), 25);
+        assert!(rows.contains(&(1, "v1".into())));
+    }
+    let rows = read(&open(dir.path()), "t");
+    assert_eq!(rows.len(), 25, "replay honours the logged rollback");
+    assert!(!rows.iter().any(|(id, _)| *id >= 1000));
+}
+
+#[test]
+fn checkpoints_bound_replay_and_keep_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected;
+    {
+        let store = open(dir.path());
+        let table = create_with_rows(&store, "t", 0..5000);
+        for round in 0..40 {
+            let mut txn = store.begin(Isolation::ReadCommitted);
+            for id in 0..200 {
+                set(
+                    &mut txn,
+                    &table,
+                    id,
+                    &format!("r{round}-{}", "x".repeat(100)),
+                )
+                .unwrap();
+            }
+            block_on(txn.commit(Durability::Synchronous)).unwrap();
+        }
+        let stats = store.checkpoint().unwrap();
+        assert_eq!(stats.rows, 5000);
+        assert!(stats.segments_released > 0, "{stats:?}");
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        block_on(txn.insert(&table, &batch(9000..9100, "after"))).unwrap();
+        let slot = slot_of(&table, 4999);
+        block_on(txn.delete(&table, slot, |_| Ok(true))).unwrap();
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        let mut dropped = store.begin(Isolation::ReadCommitted);
+        let other = dropped.create_table(def("other", false)).unwrap();
+        block_on(dropped.insert(&other, &batch(0..3, "o"))).unwrap();
+        block_on(dropped.commit(Durability::Synchronous)).unwrap();
+        expected = read(&store, "t");
+    }
+    let (store, report) = Store::open(options(dir.path())).unwrap();
+    assert_eq!(report.image_rows, 5000);
+    assert!(report.replayed_commits <= 3, "{report:?}");
+    assert_eq!(read(&store, "t"), expected);
+    assert_eq!(read(&store, "other").len(), 3);
+}
+
+#[test]
+fn vacuum_reclaims_versions_no_snapshot_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..100);
+    let old_reader = store.begin(Isolation::RepeatableRead);
+    for round in 0..5 {
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        for id in 0..100 {
+            set(&mut txn, &table, id, &format!("{round}-")).unwrap();
+        }
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+    }
+    let pinned = store.vacuum();
+    assert_eq!(pinned.versions_examined, 600);
+    assert!(
+        pinned.versions_removed < 500,
+        "the old snapshot still needs its versions: {pinned:?}"
+    );
+    assert_eq!(contents(&old_reader, &table).len(), 100);
+    assert!(contents(&old_reader, &table).contains(&(7, "v7".into())));
+    let before = store.memory().used_bytes();
+    drop(old_reader);
+    let freed = store.vacuum();
+    assert_eq!(freed.versions_removed + pinned.versions_removed, 500);
+    assert!(store.memory().used_bytes() < before);
+    assert_eq!(read(&store, "t").len(), 100);
+}
+
+#[test]
+fn ddl_is_transactional() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut creator = store.begin(Isolation::ReadCommitted);
+    creator.create_table(def("fresh", true)).unwrap();
+    let other = store.begin(Isolation::ReadCommitted);
+    assert!(other.table(DEFAULT_SCHEMA, "fresh").is_none());
+    let mut rival = store.begin(Isolation::ReadCommitted);
+    assert_eq!(
+        rival
+            .create_table(def("fresh", true))
+            .unwrap_err()
+            .sqlstate(),
+        SqlState::DUPLICATE_TABLE
+    );
+    creator.rollback();
+    assert!(store.table(DEFAULT_SCHEMA, "fresh").is_none());
+    rival.create_table(def("fresh", false)).unwrap();
+    block_on(rival.commit(Durability::Synchronous)).unwrap();
+    assert!(store.table(DEFAULT_SCHEMA, "fresh").is_some());
+
+    // ADD PRIMARY KEY checks the rows already there.
+    let table = store.table(DEFAULT_SCHEMA, "fresh").unwrap();
+    let mut loader = store.begin(Isolation::ReadCommitted);
+    block_on(loader.insert(&table, &batch([1, 2, 2], "x"))).unwrap();
+    let err = loader
+        .redefine_table(
+            &table,
+            TableDef {
+                primary_key: vec![0],
+                ..table.def().clone()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::UNIQUE_VIOLATION);
+    loader.rollback();
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    block_on(txn.insert(&table, &batch([1, 2, 3], "x"))).unwrap();
+    let keyed = txn
+        .redefine_table(
+            &table,
+            TableDef {
+                primary_key: vec![0],
+                ..table.def().clone()
+            },
+        )
+        .unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    assert!(keyed.key_codec().is_some());
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let keyed = txn.table(DEFAULT_SCHEMA, "fresh").unwrap();
+    assert_eq!(
+        block_on(txn.insert(&keyed, &batch([3], "dup")))
+            .unwrap_err()
+            .sqlstate(),
+        SqlState::UNIQUE_VIOLATION
+    );
+    txn.drop_table(&keyed).unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    assert!(store.table(DEFAULT_SCHEMA, "fresh").is_none());
+}
+
+#[test]
+fn the_memory_budget_is_enforced_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions {
+        memory_budget_bytes: 64 << 10,
+        ..options(dir.path())
+    })
+    .unwrap()
+    .0;
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let table = txn.create_table(def("t", false)).unwrap();
+    let err = block_on(txn.insert(&table, &batch(0..10_000, "row"))).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::OUT_OF_MEMORY);
+    assert!(err.message().contains("memory budget"), "{err}");
+    txn.rollback();
+    assert_eq!(
+        store.memory().used_bytes(),
+        0,
+        "a rolled-back transaction gives its memory back"
+    );
+}
+
+#[test]
+fn nulls_in_not_null_columns_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let table = txn.create_table(def("t", false)).unwrap();
+    let nullable = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ]));
+    let bad = RecordBatch::try_new(
+        nullable,
+        vec![
+            Arc::new(Int64Array::from(vec![None, Some(1)])),
+            Arc::new(StringArray::from(vec![Some("a"), None])),
+        ],
+    )
+    .unwrap();
+    let err = block_on(txn.insert(&table, &bad)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::NOT_NULL_VIOLATION);
+    assert!(bad.column(0).is_null(0));
+}
