@@ -6,6 +6,8 @@
 //! max_connections = 100
 //! shutdown_grace_ms = 10000
 //! target_partitions = 2
+//! heap_memory_budget_mib = 4096
+//! checkpoint_wal_mib = 256
 //! ```
 
 use std::net::SocketAddr;
@@ -36,6 +38,11 @@ pub struct Config {
     pub target_partitions: usize,
     /// Memory one query may use before it spills or fails, in MiB; 0 means no limit.
     pub query_memory_limit_mib: usize,
+    /// Memory heap tables (rows and their versions) may hold, in MiB. Past it
+    /// writes fail with SQLSTATE 53200 and nothing already written is lost.
+    pub heap_memory_budget_mib: usize,
+    /// A checkpoint is taken after this much WAL, in MiB; it bounds recovery time.
+    pub checkpoint_wal_mib: u64,
 }
 
 impl Default for Config {
@@ -47,6 +54,8 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             target_partitions: 0,
             query_memory_limit_mib: 0,
+            heap_memory_budget_mib: 4096,
+            checkpoint_wal_mib: 256,
         }
     }
 }
@@ -61,6 +70,12 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         if self.max_connections == 0 {
             return Err(config_error("max_connections must be at least 1"));
+        }
+        if self.heap_memory_budget_mib == 0 {
+            return Err(config_error("heap_memory_budget_mib must be at least 1"));
+        }
+        if self.checkpoint_wal_mib == 0 {
+            return Err(config_error("checkpoint_wal_mib must be at least 1"));
         }
         Ok(())
     }

@@ -29,6 +29,8 @@ impl SqlState {
     pub const DIVISION_BY_ZERO: SqlState = SqlState("22012");
     pub const INVALID_PARAMETER_VALUE: SqlState = SqlState("22023");
     pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState("22P02");
+    pub const BAD_COPY_FILE_FORMAT: SqlState = SqlState("22P04");
+    pub const CHARACTER_NOT_IN_REPERTOIRE: SqlState = SqlState("22021");
     pub const NOT_NULL_VIOLATION: SqlState = SqlState("23502");
     pub const UNIQUE_VIOLATION: SqlState = SqlState("23505");
     pub const ACTIVE_SQL_TRANSACTION: SqlState = SqlState("25001");

@@ -1,8 +1,13 @@
-//! The shared part of the engine: one catalog, one runtime, many sessions.
+//! The shared part of the engine: one store, one catalog, one runtime, many sessions.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
+};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionState;
@@ -11,7 +16,11 @@ use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 
 use zyron_common::{Result, ZyronError};
 
+use zyron_heap::{RecoveryReport, Store, StoreOptions};
+use zyron_wal::WalOptions;
+
 use crate::errors::to_zyron_error;
+use crate::heap::{HeapSchema, SessionTxn};
 use crate::session::Session;
 
 /// The catalog name clients see as their database (`current_database()`).
@@ -20,24 +29,82 @@ pub const DEFAULT_DATABASE: &str = "zyron";
 pub const DEFAULT_SCHEMA: &str = "public";
 
 /// How the engine is set up; the server fills this from its configuration.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// Parallelism of one query; 0 means one partition per core.
     pub target_partitions: usize,
     /// Memory one query may hold, in bytes; 0 means no limit.
     pub query_memory_limit_bytes: usize,
+    /// Where tables, the WAL and checkpoints live. `None`: a temporary
+    /// directory removed when the engine is dropped (for tests and examples).
+    pub data_dir: Option<PathBuf>,
+    /// Memory heap tables may hold, in bytes; writes beyond fail with 53200.
+    pub heap_memory_budget_bytes: usize,
+    /// Segment size and buffer limits of the write-ahead log.
+    pub wal: WalOptions,
+    /// A checkpoint is taken once this much WAL was written since the last.
+    pub checkpoint_wal_bytes: u64,
 }
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            target_partitions: 0,
+            query_memory_limit_bytes: 0,
+            data_dir: None,
+            heap_memory_budget_bytes: 4 << 30,
+            wal: WalOptions::default(),
+            checkpoint_wal_bytes: 256 << 20,
+        }
+    }
+}
+
+/// How often the maintenance thread looks at the WAL and the garbage.
+const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(500);
+/// Garbage collection runs at least this often while commits happen.
+const VACUUM_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Shared state behind every session: the catalog and the execution runtime.
 pub struct Engine {
-    /// The state every session starts from; sessions share its catalog list,
-    /// so a table created in one connection is visible in all.
+    /// The state every session starts from. Each session gets its own
+    /// `public` schema (seeing tables through its transaction) next to the
+    /// shared `pg_catalog`.
     base_state: SessionState,
     next_session_id: AtomicU32,
+    store: Arc<Store>,
+    recovery: RecoveryReport,
+    /// Views and external tables, shared by every session's `public` schema.
+    shared_tables: crate::heap::SharedTables,
+    stop_maintenance: Arc<AtomicBool>,
+    maintenance: Option<std::thread::JoinHandle<()>>,
+    _temporary_dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop_maintenance.store(true, Ordering::Release);
+        if let Some(handle) = self.maintenance.take() {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
 }
 
 impl Engine {
     pub fn new(options: EngineOptions) -> Result<Arc<Self>> {
+        let (data_dir, temporary_dir) = match &options.data_dir {
+            Some(dir) => (dir.clone(), None),
+            None => {
+                let temp = tempfile::tempdir()
+                    .map_err(|e| ZyronError::io("creating a temporary data directory", &e))?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        let (store, recovery) = Store::open(StoreOptions {
+            dir: data_dir,
+            wal: options.wal.clone(),
+            memory_budget_bytes: options.heap_memory_budget_bytes,
+        })?;
         let mut config = SessionConfig::new()
             .with_information_schema(true)
             .with_create_default_catalog_and_schema(true)
@@ -70,26 +137,134 @@ impl Engine {
             .table_factories_mut()
             .insert("ZYR".into(), Arc::new(crate::zyr::ZyrTableFactory));
         let ctx = SessionContext::new_with_state(state);
+        let shared_tables: crate::heap::SharedTables = Arc::new(RwLock::new(Default::default()));
+        default_catalog(&ctx)?
+            .register_schema(
+                DEFAULT_SCHEMA,
+                Arc::new(HeapSchema::new(store.clone(), None, shared_tables.clone())),
+            )
+            .map_err(to_zyron_error)?;
         ctx.register_udtf("read_zyr", Arc::new(crate::zyr::ReadZyr));
         datafusion_pg_catalog::setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
             .map_err(|e| ZyronError::internal(format!("setting up pg_catalog: {e}")))?;
         crate::settings::register_functions(&ctx);
 
+        let stop_maintenance = Arc::new(AtomicBool::new(false));
+        let maintenance = spawn_maintenance(
+            store.clone(),
+            options.checkpoint_wal_bytes,
+            stop_maintenance.clone(),
+        );
         Ok(Arc::new(Self {
             base_state: ctx.state(),
             next_session_id: AtomicU32::new(1),
+            store,
+            recovery,
+            shared_tables,
+            stop_maintenance,
+            maintenance: Some(maintenance),
+            _temporary_dir: temporary_dir,
         }))
     }
 
-    /// A new session (one per client connection) sharing this engine's catalog.
+    /// A new session (one per client connection) with its own transaction
+    /// and its own view of the `public` schema.
     pub fn new_session(self: &Arc<Self>) -> Session {
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
-        let state = SessionStateBuilder::new_from_existing(self.base_state.clone()).build();
-        Session::new(id, SessionContext::new_with_state(state))
+        let txn = SessionTxn::new(self.store.clone());
+        let catalogs = Arc::new(MemoryCatalogProviderList::new());
+        let catalog = Arc::new(MemoryCatalogProvider::new());
+        if let Ok(base) = default_catalog_of(&self.base_state) {
+            for name in base.schema_names() {
+                let schema = match name.as_str() {
+                    DEFAULT_SCHEMA => Some(Arc::new(HeapSchema::new(
+                        self.store.clone(),
+                        Some(txn.clone()),
+                        self.shared_tables.clone(),
+                    )) as _),
+                    other => base.schema(other),
+                };
+                if let Some(schema) = schema {
+                    let _ = catalog.register_schema(&name, schema);
+                }
+            }
+        }
+        catalogs.register_catalog(DEFAULT_DATABASE.to_owned(), catalog);
+        let state = SessionStateBuilder::new_from_existing(self.base_state.clone())
+            .with_catalog_list(catalogs)
+            .build();
+        Session::new(
+            id,
+            SessionContext::new_with_state(state),
+            txn,
+            self.shared_tables.clone(),
+        )
+    }
+
+    /// The durable store behind heap tables.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// What opening the data directory found and replayed.
+    pub fn recovery(&self) -> RecoveryReport {
+        self.recovery
+    }
+
+    /// Writes a checkpoint, so the next start replays little WAL. Called at shutdown.
+    pub fn checkpoint(&self) -> Result<zyron_heap::store::CheckpointStats> {
+        self.store.checkpoint()
     }
 
     /// A context on the shared catalog, for loading data outside any client session.
     pub fn admin_context(&self) -> SessionContext {
         SessionContext::new_with_state(self.base_state.clone())
     }
+}
+
+fn default_catalog(ctx: &SessionContext) -> Result<Arc<dyn CatalogProvider>> {
+    ctx.catalog(DEFAULT_DATABASE)
+        .ok_or_else(|| ZyronError::internal("the default catalog was not created"))
+}
+
+fn default_catalog_of(state: &SessionState) -> Result<Arc<dyn CatalogProvider>> {
+    state
+        .catalog_list()
+        .catalog(DEFAULT_DATABASE)
+        .ok_or_else(|| ZyronError::internal("the default catalog was not created"))
+}
+
+/// Checkpoints once enough WAL accumulated, and collects garbage while
+/// commits happen, in the background.
+fn spawn_maintenance(
+    store: Arc<Store>,
+    checkpoint_wal_bytes: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("zyron-maintenance".into())
+        .spawn(move || {
+            let mut checkpointed_at = store.wal().next_lsn();
+            let mut vacuumed_at = (Instant::now(), store.txns().visible_ts());
+            while !stop.load(Ordering::Acquire) {
+                std::thread::park_timeout(MAINTENANCE_INTERVAL);
+                let next = store.wal().next_lsn();
+                if next.saturating_sub(checkpointed_at) >= checkpoint_wal_bytes {
+                    match store.checkpoint() {
+                        Ok(stats) => {
+                            tracing::info!(rows = stats.rows, released = stats.segments_released, ms = stats.elapsed.as_millis() as u64, "checkpoint");
+                            checkpointed_at = next;
+                        }
+                        Err(err) => tracing::warn!(%err, "checkpoint failed; the WAL is kept and the checkpoint retried"),
+                    }
+                }
+                let visible = store.txns().visible_ts();
+                if visible != vacuumed_at.1 && vacuumed_at.0.elapsed() >= VACUUM_INTERVAL {
+                    let stats = store.vacuum();
+                    tracing::debug!(removed = stats.versions_removed, "garbage collection");
+                    vacuumed_at = (Instant::now(), visible);
+                }
+            }
+        })
+        .expect("spawning the maintenance thread")
 }

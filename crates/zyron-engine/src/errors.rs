@@ -61,6 +61,10 @@ fn classify(err: &DataFusionError) -> ZyronError {
         | DataFusionError::Configuration(message) => message_to_zyron(message),
         DataFusionError::Internal(message) => ZyronError::internal(message.clone()),
         DataFusionError::External(source) => {
+            if let Some(zyron) = source.downcast_ref::<ZyronError>() {
+                // Raised by Zyron's own providers: already PostgreSQL's code and wording.
+                return zyron.clone();
+            }
             match source.downcast_ref::<zyron_format::FormatError>() {
                 Some(format) => format_error_to_zyron(format),
                 None => message_to_zyron(&err.message()),
@@ -117,6 +121,11 @@ fn schema_error_to_zyron(err: &SchemaError) -> ZyronError {
 }
 
 fn arrow_error_to_zyron(err: &ArrowError) -> ZyronError {
+    if let ArrowError::ExternalError(source) = err
+        && let Some(zyron) = source.downcast_ref::<ZyronError>()
+    {
+        return zyron.clone();
+    }
     match err {
         ArrowError::DivideByZero => ZyronError::new(SqlState::DIVISION_BY_ZERO, "division by zero"),
         ArrowError::ArithmeticOverflow(m) => {
@@ -132,6 +141,15 @@ fn arrow_error_to_zyron(err: &ArrowError) -> ZyronError {
 }
 
 /// DataFusion reports many conditions only as text; recognise the common ones.
+/// PostgreSQL's wording for a NULL in a NOT NULL column, with the column if
+/// DataFusion named it.
+fn not_null_message(message: &str) -> String {
+    match between(message, "column '", "'").or_else(|| between(message, "Column '", "'")) {
+        Some(column) => format!("null value in column \"{column}\" violates not-null constraint"),
+        None => format!("null value violates not-null constraint ({message})"),
+    }
+}
+
 fn message_to_zyron(message: &str) -> ZyronError {
     if let Some(name) = between(message, "table '", "' not found") {
         return undefined_table(name);
@@ -155,6 +173,9 @@ fn message_to_zyron(message: &str) -> ZyronError {
         );
     }
     let lower = message.to_ascii_lowercase();
+    if lower.contains("non-nullable") || lower.contains("non nullable") {
+        return ZyronError::new(SqlState::NOT_NULL_VIOLATION, not_null_message(message));
+    }
     if lower.contains("divide by zero") || lower.contains("division by zero") {
         return ZyronError::new(SqlState::DIVISION_BY_ZERO, "division by zero");
     }

@@ -7,8 +7,9 @@
 //! execution are DataFusion's; this crate adds PostgreSQL behaviour on top
 //! (SET/SHOW, transaction statements, `pg_catalog`, SQLSTATE errors).
 //!
-//! Table storage is, for now, DataFusion's in-memory `MemTable`: see
-//! [`storage_standin`]. The durable heap replaces it.
+//! `CREATE TABLE` makes a durable heap table ([`heap`]): rows are MVCC
+//! versions in `zyron-heap`, every commit goes through the write-ahead log,
+//! and the data directory survives restarts.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -24,13 +25,14 @@
 //! # });
 //! ```
 
+mod copy_in;
 pub mod demo;
 mod engine;
 mod errors;
+pub mod heap;
 mod session;
 mod settings;
 mod statement;
-pub mod storage_standin;
 pub mod zyr;
 
 pub use datafusion;

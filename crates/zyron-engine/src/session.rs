@@ -11,9 +11,14 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::prelude::SessionContext;
 
+use datafusion::logical_expr::DdlStatement;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast;
 use zyron_common::{Result, SqlState, ZyronError};
+use zyron_txn::Isolation;
 
 use crate::errors::to_zyron_error;
+use crate::heap::{self, SessionTxn};
 use crate::settings::Settings;
 use crate::statement::{self, CommandTag, Parsed, Utility};
 
@@ -26,6 +31,9 @@ pub enum StatementResult {
     },
     /// A statement without a result set, reported by its command tag.
     Command(CommandTag),
+    /// COPY ... FROM STDIN started: the client now sends `columns` columns
+    /// of rows with [`Session::copy_data`] and ends with [`Session::copy_done`].
+    CopyIn { columns: usize },
 }
 
 impl std::fmt::Debug for StatementResult {
@@ -33,6 +41,7 @@ impl std::fmt::Debug for StatementResult {
         match self {
             StatementResult::Rows { schema, .. } => write!(f, "Rows({schema:?})"),
             StatementResult::Command(tag) => write!(f, "Command({tag})"),
+            StatementResult::CopyIn { columns } => write!(f, "CopyIn({columns})"),
         }
     }
 }
@@ -111,16 +120,40 @@ pub struct Session {
     ctx: SessionContext,
     settings: Settings,
     block: Block,
+    /// The transaction statements run in: one per statement in autocommit,
+    /// one per BEGIN ... COMMIT block.
+    txn: Arc<SessionTxn>,
+    /// Views and external tables shared by all sessions.
+    shared: heap::SharedTables,
+    /// The isolation level of the current block (BEGIN ISOLATION LEVEL ...,
+    /// SET TRANSACTION ...); `None`: the session default.
+    block_isolation: Option<Isolation>,
+    /// A COPY FROM STDIN in progress.
+    copy_in: Option<crate::copy_in::CopyIn>,
 }
 
 impl Session {
-    pub(crate) fn new(id: u32, ctx: SessionContext) -> Self {
+    pub(crate) fn new(
+        id: u32,
+        ctx: SessionContext,
+        txn: Arc<SessionTxn>,
+        shared: heap::SharedTables,
+    ) -> Self {
         Self {
             id,
             ctx,
             settings: Settings::default(),
             block: Block::Idle,
+            txn,
+            shared,
+            block_isolation: None,
+            copy_in: None,
         }
+    }
+
+    fn isolation(&self) -> Isolation {
+        self.block_isolation
+            .unwrap_or_else(|| self.settings.default_isolation())
     }
 
     /// A number unique among this engine's sessions (the backend pid clients see).
@@ -188,6 +221,7 @@ impl Session {
             {
                 None
             }
+            Some(Parsed::DataFusion(statement)) if intercepted(statement) => None,
             Some(Parsed::DataFusion(statement)) => Some(self.plan(statement.clone()).await?),
             _ => None,
         };
@@ -225,12 +259,50 @@ impl Session {
             ));
         }
         let outcome = match parsed {
-            Parsed::Utility(utility) => self.execute_utility(utility),
+            Parsed::Utility(utility) => self.execute_utility(utility).await,
             Parsed::DataFusion(statement) => {
-                self.execute_statement(statement.clone(), params).await
+                self.run_in_transaction(statement.clone(), params).await
             }
         };
         outcome.map_err(|error| self.fail(error))
+    }
+
+    /// Runs one statement in the session's transaction: outside a block it
+    /// is its own transaction, committed (or rolled back) at once.
+    async fn run_in_transaction(
+        &mut self,
+        statement: DfStatement,
+        params: Option<ParamValues>,
+    ) -> Result<StatementResult> {
+        self.txn.begin_statement(self.isolation()).await;
+        let result = self.execute_statement(statement, params).await;
+        if self.block != Block::Idle {
+            return result;
+        }
+        let txn = self.txn.take().await;
+        match (result, txn) {
+            (Ok(result), Some(txn)) => {
+                txn.commit(self.settings.durability()).await?;
+                Ok(result)
+            }
+            (Err(error), Some(txn)) => {
+                txn.rollback();
+                Err(error)
+            }
+            (result, None) => result,
+        }
+    }
+
+    /// Runs `f` on the open transaction (a statement has begun, so there is one).
+    async fn with_txn<T>(
+        &self,
+        f: impl FnOnce(&mut zyron_heap::Transaction) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.txn.lock().await;
+        let txn = guard
+            .as_mut()
+            .ok_or_else(|| ZyronError::internal("no transaction is open"))?;
+        f(txn)
     }
 
     /// Records a failure: inside a transaction block it poisons the block.
@@ -254,6 +326,7 @@ impl Session {
         statement: datafusion::sql::parser::Statement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
+        let mut statement = statement;
         if let datafusion::sql::parser::Statement::CopyTo(copy) = &statement
             && crate::zyr::is_zyr_target(copy)
         {
@@ -262,9 +335,31 @@ impl Session {
                 CommandTag::new("COPY").with_rows(rows),
             ));
         }
+        if let Some(result) = self.execute_heap_ddl(&statement).await? {
+            return Ok(result);
+        }
+        let extras = match &mut statement {
+            DfStatement::Statement(inner) => heap::extract_create_extras(inner)?,
+            _ => None,
+        };
         let mut plan = self.plan(statement).await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params).map_err(to_zyron_error)?;
+        }
+        if let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = &plan {
+            return self
+                .create_heap_table(create, extras.unwrap_or_default())
+                .await;
+        }
+        if matches!(&plan, LogicalPlan::Dml(_)) {
+            let optimized = self.ctx.state().optimize(&plan).map_err(to_zyron_error)?;
+            if !heap::guard_dml_input(&optimized)? {
+                let command = statement::command_for_plan(&plan).unwrap_or("DML");
+                return Ok(StatementResult::Command(
+                    CommandTag::new(command).with_rows(0),
+                ));
+            }
+            plan = optimized;
         }
         let command = statement::command_for_plan(&plan);
         let frame = self
@@ -291,27 +386,82 @@ impl Session {
         }
     }
 
-    fn execute_utility(&mut self, utility: &Utility) -> Result<StatementResult> {
+    async fn execute_utility(&mut self, utility: &Utility) -> Result<StatementResult> {
         let tag = match utility {
-            Utility::Begin => {
+            Utility::Begin { isolation } => {
                 // PostgreSQL warns and carries on when already in a block.
                 if self.block == Block::Idle {
                     self.block = Block::InBlock;
+                    self.block_isolation = *isolation;
                 }
                 CommandTag::new("BEGIN").with_transaction(TransactionEffect::Started)
             }
             Utility::Commit => {
-                let tag = if self.block == Block::Failed {
-                    "ROLLBACK"
-                } else {
-                    "COMMIT"
-                };
+                let failed = self.block == Block::Failed;
                 self.block = Block::Idle;
+                self.block_isolation = None;
+                let txn = self.txn.take().await;
+                match txn {
+                    Some(txn) if !failed => txn.commit(self.settings.durability()).await?,
+                    Some(txn) => txn.rollback(),
+                    None => {}
+                }
+                let tag = if failed { "ROLLBACK" } else { "COMMIT" };
                 CommandTag::new(tag).with_transaction(TransactionEffect::Ended)
             }
             Utility::Rollback => {
                 self.block = Block::Idle;
+                self.block_isolation = None;
+                if let Some(txn) = self.txn.take().await {
+                    txn.rollback();
+                }
                 CommandTag::new("ROLLBACK").with_transaction(TransactionEffect::Ended)
+            }
+            Utility::Savepoint { name } => {
+                self.require_block("SAVEPOINT")?;
+                self.txn.begin_statement(self.isolation()).await;
+                self.with_txn(|txn| {
+                    txn.savepoint(name);
+                    Ok(())
+                })
+                .await?;
+                CommandTag::new("SAVEPOINT")
+            }
+            Utility::ReleaseSavepoint { name } => {
+                self.require_block("RELEASE SAVEPOINT")?;
+                self.txn.begin_statement(self.isolation()).await;
+                self.with_txn(|txn| txn.release_savepoint(name)).await?;
+                CommandTag::new("RELEASE")
+            }
+            Utility::RollbackToSavepoint { name } => {
+                self.require_block("ROLLBACK TO SAVEPOINT")?;
+                self.txn.begin_statement(self.isolation()).await;
+                self.with_txn(|txn| txn.rollback_to_savepoint(name)).await?;
+                self.block = Block::InBlock;
+                CommandTag::new("ROLLBACK")
+            }
+            Utility::SetTransaction { isolation } => {
+                if self.block != Block::Idle && !self.txn.is_open().await {
+                    self.block_isolation = isolation.or(self.block_isolation);
+                }
+                CommandTag::new("SET")
+            }
+            Utility::Vacuum => {
+                if self.block != Block::Idle {
+                    return Err(ZyronError::new(
+                        SqlState::ACTIVE_SQL_TRANSACTION,
+                        "VACUUM cannot run inside a transaction block",
+                    ));
+                }
+                self.txn.store().vacuum();
+                CommandTag::new("VACUUM")
+            }
+            Utility::Checkpoint => {
+                let store = self.txn.store().clone();
+                tokio::task::spawn_blocking(move || store.checkpoint())
+                    .await
+                    .map_err(|e| ZyronError::internal(format!("checkpoint task failed: {e}")))??;
+                CommandTag::new("CHECKPOINT")
             }
             Utility::Set { name, value } => {
                 self.settings.set(name, value)?;
@@ -333,8 +483,213 @@ impl Session {
                 return one_column_rows(show_all_schema(), names, Some(values));
             }
             Utility::NoOp { tag } => CommandTag::new(*tag),
+            Utility::CopyFromStdin {
+                table,
+                columns,
+                format,
+            } => return self.start_copy_in(table, columns, format).await,
         };
         Ok(StatementResult::Command(tag))
+    }
+
+    /// Starts COPY ... FROM STDIN into a heap table.
+    async fn start_copy_in(
+        &mut self,
+        table: &str,
+        columns: &[String],
+        format: &crate::copy_in::CopyFormat,
+    ) -> Result<StatementResult> {
+        self.txn.begin_statement(self.isolation()).await;
+        let heap = self
+            .with_txn(|txn| Ok(txn.table(zyron_heap::catalog::DEFAULT_SCHEMA, table)))
+            .await?
+            .ok_or_else(|| {
+                ZyronError::new(
+                    SqlState::UNDEFINED_TABLE,
+                    format!("relation \"{table}\" does not exist"),
+                )
+            })?;
+        let schema = heap.codec().schema().clone();
+        let targets = if columns.is_empty() {
+            (0..schema.fields().len()).collect()
+        } else {
+            columns
+                .iter()
+                .map(|c| {
+                    schema.index_of(c).map_err(|_| {
+                        ZyronError::new(
+                            SqlState::UNDEFINED_COLUMN,
+                            format!("column \"{c}\" of relation \"{table}\" does not exist"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        let copy = crate::copy_in::CopyIn::new(heap, targets, format.clone());
+        let columns = copy.column_count();
+        self.copy_in = Some(copy);
+        Ok(StatementResult::CopyIn { columns })
+    }
+
+    /// One CopyData message of a COPY FROM STDIN. Errors are kept and
+    /// reported by [`Session::copy_done`].
+    pub async fn copy_data(&mut self, data: &[u8]) {
+        let Some(copy) = self.copy_in.as_mut() else {
+            return;
+        };
+        let mut guard = self.txn.lock().await;
+        if let Some(txn) = guard.as_mut() {
+            copy.data(txn, data).await;
+        }
+    }
+
+    /// The client ended a COPY FROM STDIN: the rows are written (and
+    /// committed, outside a transaction block). Returns the `COPY n` tag.
+    pub async fn copy_done(&mut self) -> Result<CommandTag> {
+        let copy = self.copy_in.take().ok_or_else(|| {
+            ZyronError::new(SqlState::PROTOCOL_VIOLATION, "no COPY is in progress")
+        })?;
+        let written = {
+            let mut guard = self.txn.lock().await;
+            match guard.as_mut() {
+                Some(txn) => copy.finish(txn).await,
+                None => Err(ZyronError::internal("no transaction is open")),
+            }
+        };
+        let outcome = self.end_copy(written).await;
+        outcome
+            .map(|rows| CommandTag::new("COPY").with_rows(rows))
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The client aborted a COPY FROM STDIN (CopyFail).
+    pub async fn copy_fail(&mut self, message: &str) -> ZyronError {
+        self.copy_in = None;
+        let error = ZyronError::new(
+            SqlState::QUERY_CANCELED,
+            format!("COPY from stdin failed: {message}"),
+        );
+        let error = self.end_copy(Err(error)).await.unwrap_err();
+        self.fail(error)
+    }
+
+    /// Commits or rolls back an autocommit COPY.
+    async fn end_copy(&mut self, written: Result<u64>) -> Result<u64> {
+        if self.block != Block::Idle {
+            return written;
+        }
+        match (written, self.txn.take().await) {
+            (Ok(rows), Some(txn)) => {
+                txn.commit(self.settings.durability()).await?;
+                Ok(rows)
+            }
+            (Err(error), Some(txn)) => {
+                txn.rollback();
+                Err(error)
+            }
+            (written, None) => written,
+        }
+    }
+
+    /// SAVEPOINT and friends exist only inside BEGIN ... COMMIT (25P01).
+    fn require_block(&self, what: &str) -> Result<()> {
+        if self.block == Block::Idle {
+            return Err(ZyronError::new(
+                SqlState::NO_ACTIVE_SQL_TRANSACTION,
+                format!("{what} can only be used in transaction blocks"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// DROP TABLE, TRUNCATE and ALTER TABLE ... ADD PRIMARY KEY on heap
+    /// tables, run in the session's transaction; `None` for other statements.
+    async fn execute_heap_ddl(&self, statement: &DfStatement) -> Result<Option<StatementResult>> {
+        let DfStatement::Statement(inner) = statement else {
+            return Ok(None);
+        };
+        let tag = match inner.as_ref() {
+            ast::Statement::Drop {
+                object_type: ast::ObjectType::Table,
+                if_exists,
+                names,
+                ..
+            } => {
+                let shared = self.shared.clone();
+                self.with_txn(|txn| heap::drop_tables(txn, &shared, names, *if_exists))
+                    .await?;
+                CommandTag::new("DROP TABLE")
+            }
+            ast::Statement::Truncate(truncate) => {
+                let names: Vec<ast::ObjectName> = truncate
+                    .table_names
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect();
+                let mut guard = self.txn.lock().await;
+                let txn = guard
+                    .as_mut()
+                    .ok_or_else(|| ZyronError::internal("no transaction is open"))?;
+                heap::truncate_tables(txn, &names).await?;
+                CommandTag::new("TRUNCATE TABLE")
+            }
+            ast::Statement::AlterTable(alter) => match primary_key_added(alter) {
+                Some(columns) => {
+                    self.with_txn(|txn| heap::alter_add_primary_key(txn, &alter.name, &columns))
+                        .await?;
+                    CommandTag::new("ALTER TABLE")
+                }
+                None => {
+                    return Err(ZyronError::not_supported(
+                        "this form of ALTER TABLE is not supported yet (ADD PRIMARY KEY is)",
+                    ));
+                }
+            },
+            _ => return Ok(None),
+        };
+        Ok(Some(StatementResult::Command(tag)))
+    }
+
+    /// CREATE TABLE [AS]: a heap table in the session's transaction, filled
+    /// with the query's rows for CREATE TABLE AS.
+    async fn create_heap_table(
+        &self,
+        create: &datafusion::logical_expr::CreateMemoryTable,
+        extras: heap::CreateTableExtras,
+    ) -> Result<StatementResult> {
+        let shared = self.shared.clone();
+        let table = self
+            .with_txn(|txn| heap::create_table(txn, &shared, create, extras))
+            .await?;
+        let tag = CommandTag::new("CREATE TABLE");
+        let Some(table) = table else {
+            return Ok(StatementResult::Command(tag));
+        };
+        if matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
+            return Ok(StatementResult::Command(tag));
+        }
+        let batches = self
+            .ctx
+            .execute_logical_plan(create.input.as_ref().clone())
+            .await
+            .map_err(to_zyron_error)?
+            .collect()
+            .await
+            .map_err(to_zyron_error)?;
+        let mut guard = self.txn.lock().await;
+        let txn = guard
+            .as_mut()
+            .ok_or_else(|| ZyronError::internal("no transaction is open"))?;
+        let mut rows = 0;
+        for batch in batches {
+            let batch = batch
+                .with_schema(table.codec().schema().clone())
+                .map_err(|e| to_zyron_error(e.into()))?;
+            rows += txn.insert(&table, &batch).await?;
+        }
+        Ok(StatementResult::Command(
+            CommandTag::new("SELECT").with_rows(rows),
+        ))
     }
 
     fn apply_time_zone(&self, value: &str) {
@@ -378,8 +733,48 @@ fn coerce_params(params: ParamValues, expected: &[Option<DataType>]) -> Result<P
         .map(ParamValues::List)
 }
 
+/// Statements a failed block still accepts: COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT.
 fn ends_block(parsed: &Parsed) -> bool {
-    matches!(parsed, Parsed::Utility(Utility::Commit | Utility::Rollback))
+    matches!(
+        parsed,
+        Parsed::Utility(Utility::Commit | Utility::Rollback | Utility::RollbackToSavepoint { .. })
+    )
+}
+
+/// Statements Zyron runs itself rather than through a DataFusion plan.
+fn intercepted(statement: &DfStatement) -> bool {
+    let DfStatement::Statement(inner) = statement else {
+        return false;
+    };
+    matches!(
+        inner.as_ref(),
+        ast::Statement::Drop {
+            object_type: ast::ObjectType::Table,
+            ..
+        } | ast::Statement::Truncate(_)
+            | ast::Statement::AlterTable(_)
+            | ast::Statement::CreateTable(_)
+    )
+}
+
+/// The columns of `ALTER TABLE t ADD PRIMARY KEY (columns)`, if that is what it says.
+fn primary_key_added(alter: &ast::AlterTable) -> Option<Vec<String>> {
+    let [
+        ast::AlterTableOperation::AddConstraint {
+            constraint: ast::TableConstraint::PrimaryKey(key),
+            ..
+        },
+    ] = alter.operations.as_slice()
+    else {
+        return None;
+    };
+    key.columns
+        .iter()
+        .map(|c| match &c.column.expr {
+            ast::Expr::Identifier(ident) => Some(ident.value.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// DataFusion's DML plans return one row with the affected-row count.

@@ -120,11 +120,40 @@ impl Settings {
         Ok(())
     }
 
+    /// `synchronous_commit`: whether COMMIT waits for the WAL to be on disk.
+    pub fn durability(&self) -> zyron_heap::Durability {
+        match self
+            .get("synchronous_commit")
+            .map(|(_, v)| v.to_ascii_lowercase())
+        {
+            Ok(v) if v == "off" || v == "false" || v == "0" => zyron_heap::Durability::Asynchronous,
+            _ => zyron_heap::Durability::Synchronous,
+        }
+    }
+
+    /// `default_transaction_isolation` as Zyron runs it.
+    pub fn default_isolation(&self) -> zyron_txn::Isolation {
+        self.get("default_transaction_isolation")
+            .map(|(_, v)| parse_isolation(v))
+            .unwrap_or_default()
+    }
+
     /// Every parameter, for `SHOW ALL`.
     pub fn all(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.values
             .values()
             .map(|(name, value)| (*name, value.as_str()))
+    }
+}
+
+/// PostgreSQL's isolation level names; SERIALIZABLE runs as snapshot
+/// isolation (REPEATABLE READ), READ UNCOMMITTED as READ COMMITTED, as in PostgreSQL.
+pub fn parse_isolation(value: &str) -> zyron_txn::Isolation {
+    let value = value.to_ascii_lowercase();
+    if value.contains("repeatable") || value.contains("serializable") {
+        zyron_txn::Isolation::RepeatableRead
+    } else {
+        zyron_txn::Isolation::ReadCommitted
     }
 }
 

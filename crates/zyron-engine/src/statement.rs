@@ -60,9 +60,35 @@ impl fmt::Display for CommandTag {
 /// Statements the session answers itself instead of planning them in DataFusion.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Utility {
-    Begin,
+    /// BEGIN / START TRANSACTION, with its isolation level if one was given.
+    Begin {
+        isolation: Option<zyron_txn::Isolation>,
+    },
     Commit,
     Rollback,
+    Savepoint {
+        name: String,
+    },
+    ReleaseSavepoint {
+        name: String,
+    },
+    RollbackToSavepoint {
+        name: String,
+    },
+    /// SET TRANSACTION ISOLATION LEVEL ...
+    SetTransaction {
+        isolation: Option<zyron_txn::Isolation>,
+    },
+    /// VACUUM [FULL] [ANALYZE] [table, ...]: garbage collection now.
+    Vacuum,
+    /// CHECKPOINT: a checkpoint now.
+    Checkpoint,
+    /// COPY table [(columns)] FROM STDIN [WITH (...)].
+    CopyFromStdin {
+        table: String,
+        columns: Vec<String>,
+        format: crate::copy_in::CopyFormat,
+    },
     /// `SET name = value` on a PostgreSQL parameter.
     Set {
         name: String,
@@ -95,6 +121,9 @@ pub enum Parsed {
 /// the catalog queries psql and drivers send (`::regclass`,
 /// `OPERATOR(pg_catalog.~)`, ...) into SQL DataFusion plans.
 pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
+    if let Some(utility) = maintenance_command(sql) {
+        return Ok(vec![Parsed::Utility(utility)]);
+    }
     let dialect = PostgreSqlDialect {};
     let df_result = DFParserBuilder::new(sql)
         .with_dialect(&dialect)
@@ -123,6 +152,95 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
 
 /// Building the compatibility parser tokenizes its whole rewrite table, so it
 /// is built once per process rather than once per statement.
+/// VACUUM, CHECKPOINT and ANALYZE in PostgreSQL's forms, which the SQL
+/// parser reads differently (or not at all): recognised by their first word.
+fn maintenance_command(sql: &str) -> Option<Utility> {
+    let text = sql.trim().trim_end_matches(';').trim();
+    if text.contains(';') {
+        return None;
+    }
+    let first = text.split_whitespace().next()?.to_ascii_lowercase();
+    match first.as_str() {
+        "vacuum" => Some(Utility::Vacuum),
+        "checkpoint" if text.eq_ignore_ascii_case("checkpoint") => Some(Utility::Checkpoint),
+        "analyze" | "analyse" => Some(Utility::NoOp { tag: "ANALYZE" }),
+        _ => None,
+    }
+}
+
+/// The input format a COPY FROM names (text unless it says CSV).
+fn copy_format(
+    options: &[ast::CopyOption],
+    legacy: &[ast::CopyLegacyOption],
+) -> Result<crate::copy_in::CopyFormat> {
+    use crate::copy_in::CopyFormat;
+    let mut csv = false;
+    let (mut delimiter, mut null, mut header, mut quote) = (None, None, false, b'"');
+    let byte = |c: char| -> Result<u8> {
+        u8::try_from(c as u32).map_err(|_| {
+            ZyronError::not_supported("COPY delimiters and quotes must be one ASCII character")
+        })
+    };
+    for option in options {
+        match option {
+            ast::CopyOption::Format(name) => match name.value.to_ascii_lowercase().as_str() {
+                "csv" => csv = true,
+                "text" => csv = false,
+                other => {
+                    return Err(ZyronError::not_supported(format!(
+                        "COPY format \"{other}\" is not supported (text and csv are)"
+                    )));
+                }
+            },
+            ast::CopyOption::Delimiter(c) => delimiter = Some(byte(*c)?),
+            ast::CopyOption::Null(text) => null = Some(text.clone()),
+            ast::CopyOption::Header(on) => header = *on,
+            ast::CopyOption::Quote(c) => quote = byte(*c)?,
+            ast::CopyOption::Encoding(_) | ast::CopyOption::Freeze(_) => {}
+            other => {
+                return Err(ZyronError::not_supported(format!(
+                    "COPY option {other} is not supported"
+                )));
+            }
+        }
+    }
+    for option in legacy {
+        match option {
+            ast::CopyLegacyOption::Csv(_) => csv = true,
+            ast::CopyLegacyOption::Delimiter(c) => delimiter = Some(byte(*c)?),
+            ast::CopyLegacyOption::Null(text) => null = Some(text.clone()),
+            ast::CopyLegacyOption::Header => header = true,
+            other => {
+                return Err(ZyronError::not_supported(format!(
+                    "COPY option {other} is not supported"
+                )));
+            }
+        }
+    }
+    Ok(if csv {
+        CopyFormat::Csv {
+            delimiter: delimiter.unwrap_or(b','),
+            quote,
+            null: null.unwrap_or_default(),
+            header,
+        }
+    } else {
+        CopyFormat::Text {
+            delimiter: delimiter.unwrap_or(b'\t'),
+            null: null.unwrap_or_else(|| "\\N".into()),
+        }
+    })
+}
+
+fn isolation_of(modes: &[ast::TransactionMode]) -> Option<zyron_txn::Isolation> {
+    modes.iter().find_map(|mode| match mode {
+        ast::TransactionMode::IsolationLevel(level) => {
+            Some(crate::settings::parse_isolation(&level.to_string()))
+        }
+        _ => None,
+    })
+}
+
 fn compatibility_parser() -> &'static PostgresCompatibilityParser {
     static PARSER: OnceLock<PostgresCompatibilityParser> = OnceLock::new();
     PARSER.get_or_init(PostgresCompatibilityParser::new)
@@ -133,21 +251,26 @@ fn classify(statement: DfStatement) -> Result<Parsed> {
         return Ok(Parsed::DataFusion(statement));
     };
     let utility = match inner.as_ref() {
-        ast::Statement::StartTransaction { .. } => Utility::Begin,
+        ast::Statement::StartTransaction { modes, .. } => Utility::Begin {
+            isolation: isolation_of(modes),
+        },
         ast::Statement::Commit { chain: false, .. } => Utility::Commit,
         ast::Statement::Rollback {
             chain: false,
             savepoint: None,
         } => Utility::Rollback,
         ast::Statement::Rollback {
-            savepoint: Some(_), ..
-        }
-        | ast::Statement::Savepoint { .. }
-        | ast::Statement::ReleaseSavepoint { .. } => {
-            return Err(ZyronError::not_supported(
-                "savepoints are not supported yet: they arrive with MVCC transactions",
-            ));
-        }
+            savepoint: Some(name),
+            ..
+        } => Utility::RollbackToSavepoint {
+            name: name.value.clone(),
+        },
+        ast::Statement::Savepoint { name } => Utility::Savepoint {
+            name: name.value.clone(),
+        },
+        ast::Statement::ReleaseSavepoint { name } => Utility::ReleaseSavepoint {
+            name: name.value.clone(),
+        },
         ast::Statement::Set(set) => match set_to_utility(set)? {
             Some(utility) => utility,
             None => return Ok(Parsed::DataFusion(statement)),
@@ -171,6 +294,22 @@ fn classify(statement: DfStatement) -> Result<Parsed> {
             }
         }
         ast::Statement::Discard { .. } => Utility::NoOp { tag: "DISCARD ALL" },
+        ast::Statement::Copy {
+            source:
+                ast::CopySource::Table {
+                    table_name,
+                    columns,
+                },
+            to: false,
+            target: ast::CopyTarget::Stdin,
+            options,
+            legacy_options,
+            ..
+        } => Utility::CopyFromStdin {
+            table: object_name(table_name),
+            columns: columns.iter().map(|c| c.value.clone()).collect(),
+            format: copy_format(options, legacy_options)?,
+        },
         _ => return Ok(Parsed::DataFusion(statement)),
     };
     Ok(Parsed::Utility(utility))
@@ -201,9 +340,10 @@ fn set_to_utility(set: &Set) -> Result<Option<Utility>> {
             name: "client_encoding".into(),
             value: charset_name.value.clone(),
         },
-        Set::SetTransaction { .. } | Set::SetSessionParam(_) | Set::SetRole { .. } => {
-            Utility::NoOp { tag: "SET" }
-        }
+        Set::SetTransaction { modes, .. } => Utility::SetTransaction {
+            isolation: isolation_of(modes),
+        },
+        Set::SetSessionParam(_) | Set::SetRole { .. } => Utility::NoOp { tag: "SET" },
         other => {
             return Err(ZyronError::not_supported(format!(
                 "this form of SET is not supported: {other}"
@@ -287,7 +427,7 @@ mod tests {
     fn transaction_and_parameter_statements_are_utilities() {
         let parsed =
             parse("BEGIN; SET extra_float_digits = 3; SHOW TimeZone; COMMIT; SELECT 1").unwrap();
-        assert!(matches!(parsed[0], Parsed::Utility(Utility::Begin)));
+        assert!(matches!(parsed[0], Parsed::Utility(Utility::Begin { .. })));
         assert!(matches!(
             &parsed[1],
             Parsed::Utility(Utility::Set { name, value }) if name == "extra_float_digits" && value == "3"

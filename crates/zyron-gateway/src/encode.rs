@@ -9,7 +9,7 @@ use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
 use datafusion::arrow::datatypes::Schema;
 use futures::{StreamExt, stream};
 use pgwire::api::portal::Format;
-use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 
@@ -31,6 +31,18 @@ pub fn to_pgwire_error(err: ZyronError) -> PgWireError {
     PgWireError::UserError(Box::new(error_info(&err)))
 }
 
+/// The wire tag of a command (`COPY 5`, `INSERT 0 1`).
+pub fn wire_tag(tag: &CommandTag) -> Tag {
+    let mut wire_tag = Tag::new(&tag.command);
+    if tag.command == "INSERT" {
+        wire_tag = wire_tag.with_oid(0);
+    }
+    if let Some(rows) = tag.rows {
+        wire_tag = wire_tag.with_rows(rows as usize);
+    }
+    wire_tag
+}
+
 /// Column descriptions for a result schema in the client's requested formats.
 pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
     arrow_schema_to_pg_fields(schema, format, None)
@@ -39,6 +51,12 @@ pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> 
 pub fn response(result: StatementResult, format: &Format) -> PgWireResult<Response> {
     match result {
         StatementResult::Command(tag) => Ok(command_response(tag)),
+        // COPY FROM STDIN: the client now sends CopyData (text format, code 0).
+        StatementResult::CopyIn { columns } => Ok(Response::CopyIn(CopyResponse::new(
+            0,
+            columns,
+            stream::empty(),
+        ))),
         StatementResult::Rows { schema, stream } => {
             let fields = Arc::new(fields(&schema, format)?);
             let row_fields = Arc::clone(&fields);
@@ -79,17 +97,11 @@ fn encode_batch(
     }
 }
 
-fn command_response(tag: CommandTag) -> Response {
+pub fn command_response(tag: CommandTag) -> Response {
     if tag.command.is_empty() {
         return Response::EmptyQuery;
     }
-    let mut wire_tag = Tag::new(&tag.command);
-    if tag.command == "INSERT" {
-        wire_tag = wire_tag.with_oid(0);
-    }
-    if let Some(rows) = tag.rows {
-        wire_tag = wire_tag.with_rows(rows as usize);
-    }
+    let wire_tag = wire_tag(&tag);
     match tag.transaction {
         TransactionEffect::None => Response::Execution(wire_tag),
         TransactionEffect::Started => Response::TransactionStart(wire_tag),

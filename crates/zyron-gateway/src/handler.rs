@@ -11,6 +11,7 @@ use futures::{FutureExt, Sink};
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, Response};
@@ -19,6 +20,7 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::Execute;
 use pgwire::messages::simplequery::Query;
 use tokio::sync::Mutex;
@@ -70,6 +72,10 @@ impl PgWireServerHandlers for ConnectionHandlers {
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         Arc::clone(&self.cancel)
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        Arc::clone(&self.backend)
     }
 }
 
@@ -177,6 +183,48 @@ impl ExtendedQueryHandler for Backend {
             .and_then(|result| result)
             .map_err(to_pgwire_error)?;
         encode::response(result, &portal.result_column_format)
+    }
+}
+
+/// COPY ... FROM STDIN: rows arrive in CopyData messages and are written by
+/// the session; errors are kept until CopyDone, as PostgreSQL reports them.
+#[async_trait]
+impl CopyHandler for Backend {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session.lock().await;
+        // A panic here is kept like any other COPY error: reported at CopyDone.
+        let _ = catch_panic(session.copy_data(&copy_data.data)).await;
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session.lock().await;
+        let tag = catch_panic(session.copy_done())
+            .await
+            .and_then(|result| result)
+            .map_err(to_pgwire_error)?;
+        drop(session);
+        pgwire::api::query::send_execution_response(client, encode::wire_tag(&tag)).await
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session.lock().await;
+        to_pgwire_error(session.copy_fail(&fail.message).await)
     }
 }
 

@@ -342,7 +342,7 @@ impl VarBuilder {
 /// Builds order-preserving keys: comparing two keys as bytes gives the same
 /// answer as comparing the values column by column.
 ///
-/// Integers are big-endian with the sign bit flipped; floats use the IEEE
+/// Each column starts with a marker byte (0 NULL, 1 a value). Integers are big-endian with the sign bit flipped; floats use the IEEE
 /// total-order trick; strings escape `0x00` as `0x00 0xFF` and end with
 /// `0x00 0x00`, so a prefix sorts first.
 #[derive(Debug, Clone)]
@@ -429,7 +429,13 @@ fn key_kind(data_type: &DataType) -> Option<KeyKind> {
 }
 
 fn append_key(key: &mut Vec<u8>, array: &dyn Array, r: usize, data_type: &DataType) {
-    assert!(array.is_valid(r), "primary key values are never NULL");
+    // Primary keys refuse NULL before a key is built; the marker byte keeps a
+    // stray NULL (a row not yet checked) ordered first instead of crashing.
+    if array.is_null(r) {
+        key.push(0);
+        return;
+    }
+    key.push(1);
     let fixed = |width: usize| {
         let data = array.to_data();
         let start = (data.offset() + r) * width;

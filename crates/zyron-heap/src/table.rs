@@ -496,6 +496,40 @@ impl HeapTable {
         Ok((0..batch.num_rows()).map(|r| key.key(&batch, r)).collect())
     }
 
+    /// The visible rows of pages `pages`, decoded into one batch, with their slots.
+    pub fn scan_pages(
+        &self,
+        snapshot: &Snapshot,
+        pages: std::ops::Range<usize>,
+        projection: Option<&[usize]>,
+    ) -> Result<(Vec<u64>, RecordBatch)> {
+        let limit = self.slot_count();
+        let held: Vec<Arc<Page>> = {
+            let all = self.pages();
+            all[pages.start.min(all.len())..pages.end.min(all.len())].to_vec()
+        };
+        let guards: Vec<_> = held
+            .iter()
+            .map(|p| p.chains.read().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        let mut slots = Vec::new();
+        let mut rows: Vec<&[u8]> = Vec::new();
+        for (offset, chains) in guards.iter().enumerate() {
+            let first = ((pages.start + offset) * PAGE_SLOTS) as u64;
+            for (i, chain) in chains.iter().enumerate() {
+                let slot = first + i as u64;
+                if slot >= limit {
+                    break;
+                }
+                if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
+                    slots.push(slot);
+                    rows.push(&version.row);
+                }
+            }
+        }
+        Ok((slots, self.codec.decode(&rows, projection)?))
+    }
+
     /// The visible rows of one page, decoded, with their slots.
     pub fn scan_page(
         &self,
@@ -503,25 +537,7 @@ impl HeapTable {
         page: usize,
         projection: Option<&[usize]>,
     ) -> Result<(Vec<u64>, RecordBatch)> {
-        let limit = self.slot_count();
-        let Some(page_ref) = self.pages().get(page).cloned() else {
-            return Ok((Vec::new(), self.codec.decode(&[], projection)?));
-        };
-        let chains = page_ref.chains.read().unwrap_or_else(|p| p.into_inner());
-        let first = (page * PAGE_SLOTS) as u64;
-        let mut slots = Vec::new();
-        let mut rows: Vec<&[u8]> = Vec::new();
-        for (i, chain) in chains.iter().enumerate() {
-            let slot = first + i as u64;
-            if slot >= limit {
-                break;
-            }
-            if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
-                slots.push(slot);
-                rows.push(&version.row);
-            }
-        }
-        Ok((slots, self.codec.decode(&rows, projection)?))
+        self.scan_pages(snapshot, page..page + 1, projection)
     }
 
     /// Number of pages a full scan visits.

@@ -76,7 +76,21 @@ pub async fn start(
     let engine = Engine::new(EngineOptions {
         target_partitions: config.target_partitions,
         query_memory_limit_bytes: config.query_memory_limit_mib * 1024 * 1024,
+        data_dir: Some(config.data_dir.clone()),
+        heap_memory_budget_bytes: config.heap_memory_budget_mib << 20,
+        checkpoint_wal_bytes: config.checkpoint_wal_mib << 20,
+        ..EngineOptions::default()
     })?;
+    let recovery = engine.recovery();
+    tracing::info!(
+        image_rows = recovery.image_rows,
+        replayed_commits = recovery.replayed_commits,
+        wal_bytes = recovery.wal_bytes_replayed,
+        torn_bytes_cut = recovery.torn_bytes_cut,
+        elapsed_ms = recovery.elapsed.as_millis() as u64,
+        "opened data directory {}",
+        config.data_dir.display()
+    );
     if let Some(demo) = demo {
         load_demo(&engine, demo, progress).await?;
     }

@@ -33,7 +33,8 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct ServeArgs {
     /// TOML configuration file (keys: data_dir, pg_listen, max_connections,
-    /// shutdown_grace_ms, target_partitions, query_memory_limit_mib).
+    /// shutdown_grace_ms, target_partitions, query_memory_limit_mib,
+    /// heap_memory_budget_mib, checkpoint_wal_mib).
     #[arg(short, long, value_name = "FILE", env = "ZYRON_CONFIG")]
     config: Option<PathBuf>,
 

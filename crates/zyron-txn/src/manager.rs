@@ -253,6 +253,22 @@ impl TxnManager {
         Ok(rx)
     }
 
+    /// Keeps versions visible at `read_ts` from garbage collection until
+    /// [`TxnManager::unpin`]: for a scan that outlives its transaction (a
+    /// result streamed after an autocommit statement ended).
+    pub fn pin(&self, read_ts: u64) {
+        *self.lock().snapshot_counts.entry(read_ts).or_default() += 1;
+    }
+
+    pub fn unpin(&self, read_ts: u64) {
+        self.lock().unpin(read_ts);
+    }
+
+    /// How many transactions are waiting for another to end.
+    pub fn waiting_count(&self) -> usize {
+        self.lock().waits_for.len()
+    }
+
     /// Whether `txn` is waiting for another transaction.
     pub fn is_waiting(&self, txn: TxnId) -> bool {
         self.lock().waits_for.contains_key(&txn)

@@ -21,7 +21,7 @@ use tpchgen_arrow::{
 
 use zyron_common::{Result, SqlState, ZyronError};
 
-use crate::storage_standin;
+use crate::errors::to_zyron_error;
 
 /// The eight TPC-H tables, smallest first.
 pub const TABLES: [&str; 8] = [
@@ -30,7 +30,7 @@ pub const TABLES: [&str; 8] = [
 
 /// Rows per generated batch.
 const BATCH_ROWS: usize = 8192;
-/// Scale factors above this would not fit in memory with the in-memory stand-in.
+/// Scale factors above this would not fit in memory: demo tables are held as Arrow batches.
 pub const MAX_SCALE_FACTOR: f64 = 30.0;
 
 /// Progress of a load, reported after every batch.
@@ -183,10 +183,27 @@ pub fn load(
                 .flatten()
                 .map(|b| b.num_rows() as u64)
                 .sum();
-            storage_standin::register_table(ctx, table, Arc::clone(&schema), partitions)?;
+            register_in_memory(ctx, table, Arc::clone(&schema), partitions)?;
             Ok(LoadedTable { table, rows })
         })
         .collect()
+}
+
+/// Demo data is read-only and regenerated at every start, so it is held as
+/// Arrow batches in memory (shared by every session) rather than written to
+/// the durable heap.
+fn register_in_memory(
+    ctx: &SessionContext,
+    name: &str,
+    schema: SchemaRef,
+    partitions: Vec<Vec<RecordBatch>>,
+) -> Result<()> {
+    let table =
+        datafusion::catalog::MemTable::try_new(schema, partitions).map_err(to_zyron_error)?;
+    ctx.deregister_table(name).map_err(to_zyron_error)?;
+    ctx.register_table(name, Arc::new(table))
+        .map_err(to_zyron_error)?;
+    Ok(())
 }
 
 #[cfg(test)]

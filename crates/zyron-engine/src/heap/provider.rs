@@ -1,0 +1,210 @@
+//! One heap table as DataFusion sees it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::stats::Precision;
+use datafusion::common::{Constraint, Constraints, DFSchema, Result, Statistics};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use zyron_common::ZyronError;
+use zyron_heap::Store;
+use zyron_heap::table::HeapTable;
+
+use super::scan::{HeapScanExec, key_lookup};
+use super::write::{self, Check};
+use super::{SessionTxn, committed_snapshot, to_df};
+
+pub struct HeapTableProvider {
+    table: Arc<HeapTable>,
+    store: Arc<Store>,
+    session: Option<Arc<SessionTxn>>,
+    schema: SchemaRef,
+    defaults: HashMap<String, Expr>,
+    checks: Vec<Check>,
+    constraints: Constraints,
+}
+
+impl std::fmt::Debug for HeapTableProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapTableProvider")
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+/// Parses a stored SQL expression (a DEFAULT or a CHECK) against a table's columns.
+pub fn parse_stored_expr(sql: &str, schema: &SchemaRef) -> Result<Expr> {
+    static PARSER: std::sync::OnceLock<SessionContext> = std::sync::OnceLock::new();
+    let ctx = PARSER.get_or_init(SessionContext::new);
+    let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+    ctx.parse_sql_expr(sql, &df_schema)
+}
+
+impl HeapTableProvider {
+    pub fn new(
+        table: Arc<HeapTable>,
+        store: Arc<Store>,
+        session: Option<Arc<SessionTxn>>,
+    ) -> Result<Self> {
+        let schema = super::lenient(table.codec().schema());
+        let def = table.def();
+        let defaults = def
+            .columns
+            .iter()
+            .filter_map(|c| c.default.as_ref().map(|sql| (c.name.clone(), sql)))
+            .map(|(name, sql)| Ok((name, parse_stored_expr(sql, &schema)?)))
+            .collect::<Result<HashMap<_, _>>>()?;
+        let checks = def
+            .checks
+            .iter()
+            .map(|c| {
+                Ok(Check {
+                    name: c.name.clone(),
+                    expr: parse_stored_expr(&c.sql, &schema)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let constraints = if def.primary_key.is_empty() {
+            Constraints::default()
+        } else {
+            Constraints::new_unverified(vec![Constraint::PrimaryKey(def.primary_key.clone())])
+        };
+        Ok(Self {
+            table,
+            store,
+            session,
+            schema,
+            defaults,
+            checks,
+            constraints,
+        })
+    }
+
+    pub fn table(&self) -> &Arc<HeapTable> {
+        &self.table
+    }
+
+    fn session(&self) -> Result<&Arc<SessionTxn>> {
+        self.session.as_ref().ok_or_else(|| {
+            to_df(ZyronError::not_supported(
+                "heap tables are written from a client session only",
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for HeapTableProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn constraints(&self) -> Option<&Constraints> {
+        Some(&self.constraints)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(column)
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Key equalities and ranges are used to find rows through the index;
+        // DataFusion still applies every filter to what the scan returns.
+        Ok(filters
+            .iter()
+            .map(|_| TableProviderFilterPushDown::Inexact)
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        statistics.num_rows = Precision::Inexact(self.table.slot_count() as usize);
+        Some(statistics)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = match &self.session {
+            Some(session) => session.snapshot(),
+            None => committed_snapshot(&self.store),
+        };
+        let slots = key_lookup(&self.table, filters)?;
+        Ok(Arc::new(HeapScanExec::new(
+            self.table.clone(),
+            self.store.clone(),
+            snapshot,
+            projection.cloned(),
+            slots,
+            state.config().target_partitions(),
+        )?))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if insert_op != InsertOp::Append {
+            return Err(to_df(ZyronError::not_supported(format!(
+                "{insert_op} is not supported for heap tables"
+            ))));
+        }
+        write::insert_plan(
+            self.table.clone(),
+            self.session()?.clone(),
+            self.checks.clone(),
+            input,
+        )
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let count = write::delete(state, &self.table, self.session()?, filters).await?;
+        write::count_plan(count)
+    }
+
+    async fn update(
+        &self,
+        state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let count = write::update(
+            state,
+            &self.table,
+            self.session()?,
+            &self.checks,
+            assignments,
+            filters,
+        )
+        .await?;
+        write::count_plan(count)
+    }
+
+    async fn truncate(&self, state: &dyn Session) -> Result<Arc<dyn ExecutionPlan>> {
+        let count = write::delete(state, &self.table, self.session()?, Vec::new()).await?;
+        write::count_plan(count)
+    }
+}

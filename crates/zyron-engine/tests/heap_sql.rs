@@ -1,0 +1,369 @@
+//! Heap tables from SQL: durability across restarts, transactions and
+//! savepoints, isolation between sessions, constraints, DDL, and the guard
+//! on DML statements whose WHERE clause DataFusion cannot pass down.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::array_value_to_string;
+use futures::TryStreamExt;
+use zyron_common::SqlState;
+use zyron_engine::{Engine, EngineOptions, Session, StatementResult};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn engine_at(dir: &std::path::Path) -> Arc<Engine> {
+    Engine::new(EngineOptions {
+        data_dir: Some(dir.to_path_buf()),
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
+/// Rows as `a|b|c` strings, in the order returned.
+async fn query(session: &mut Session, sql: &str) -> Vec<String> {
+    let result = session
+        .execute_sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .pop();
+    let Some(StatementResult::Rows { stream, .. }) = result else {
+        panic!("{sql} returned no rows")
+    };
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                (0..b.num_columns())
+                    .map(|c| array_value_to_string(b.column(c), r).unwrap())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+        })
+        .collect()
+}
+
+async fn run(session: &mut Session, sql: &str) -> String {
+    match session
+        .execute_sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .pop()
+    {
+        Some(StatementResult::Command(tag)) => tag.to_string(),
+        other => panic!("{sql} returned {other:?}"),
+    }
+}
+
+async fn error(session: &mut Session, sql: &str) -> zyron_common::ZyronError {
+    match session.execute_sql(sql).await {
+        Ok(_) => panic!("{sql} succeeded"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn committed_changes_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE accounts (id INT PRIMARY KEY, owner TEXT NOT NULL, balance BIGINT DEFAULT 100)").await;
+        run(
+            &mut s,
+            "INSERT INTO accounts (id, owner) VALUES (1, 'ann'), (2, 'bob'), (3, 'cy')",
+        )
+        .await;
+        assert_eq!(
+            run(
+                &mut s,
+                "UPDATE accounts SET balance = balance + 5 WHERE id = 2"
+            )
+            .await,
+            "UPDATE 1"
+        );
+        assert_eq!(
+            run(&mut s, "DELETE FROM accounts WHERE owner = 'cy'").await,
+            "DELETE 1"
+        );
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "INSERT INTO accounts VALUES (9, 'never', 0)").await;
+        // The session ends with the block open: nothing of it may survive.
+    });
+    block_on(async {
+        let engine = engine_at(dir.path());
+        assert!(engine.recovery().replayed_commits >= 4);
+        let mut s = engine.new_session();
+        assert_eq!(
+            query(
+                &mut s,
+                "SELECT id, owner, balance FROM accounts ORDER BY id"
+            )
+            .await,
+            vec!["1|ann|100", "2|bob|105"]
+        );
+        let err = error(&mut s, "INSERT INTO accounts VALUES (1, 'dup', 0)").await;
+        assert_eq!(
+            err.sqlstate(),
+            SqlState::UNIQUE_VIOLATION,
+            "the primary key survived too: {err}"
+        );
+    });
+}
+
+#[test]
+fn rollback_and_savepoints_undo_exactly_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE t (n INT)").await;
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "INSERT INTO t VALUES (1)").await;
+        run(&mut s, "SAVEPOINT a").await;
+        run(&mut s, "INSERT INTO t VALUES (2)").await;
+        let err = error(&mut s, "INSERT INTO t VALUES (1 / 0)").await;
+        assert_eq!(err.sqlstate(), SqlState::DIVISION_BY_ZERO);
+        assert_eq!(
+            error(&mut s, "SELECT 1").await.sqlstate(),
+            SqlState::IN_FAILED_SQL_TRANSACTION
+        );
+        assert_eq!(run(&mut s, "ROLLBACK TO SAVEPOINT a").await, "ROLLBACK");
+        run(&mut s, "INSERT INTO t VALUES (3)").await;
+        assert_eq!(
+            query(&mut s, "SELECT n FROM t ORDER BY n").await,
+            vec!["1", "3"]
+        );
+        run(&mut s, "COMMIT").await;
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "DELETE FROM t").await;
+        run(&mut s, "ROLLBACK").await;
+        assert_eq!(
+            query(&mut s, "SELECT n FROM t ORDER BY n").await,
+            vec!["1", "3"]
+        );
+        assert_eq!(
+            error(&mut s, "SAVEPOINT x").await.sqlstate(),
+            SqlState::NO_ACTIVE_SQL_TRANSACTION
+        );
+        run(&mut s, "BEGIN").await;
+        assert_eq!(
+            error(&mut s, "ROLLBACK TO SAVEPOINT nope")
+                .await
+                .sqlstate()
+                .code(),
+            "3B001"
+        );
+        run(&mut s, "ROLLBACK").await;
+    });
+}
+
+#[test]
+fn sessions_are_isolated_and_conflicts_are_40001() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let (mut a, mut b) = (engine.new_session(), engine.new_session());
+        run(&mut a, "CREATE TABLE kv (k INT PRIMARY KEY, v INT)").await;
+        run(&mut a, "INSERT INTO kv VALUES (1, 10), (2, 20)").await;
+        run(&mut a, "BEGIN").await;
+        run(&mut a, "UPDATE kv SET v = 11 WHERE k = 1").await;
+        assert_eq!(
+            query(&mut b, "SELECT v FROM kv WHERE k = 1").await,
+            vec!["10"],
+            "uncommitted is invisible"
+        );
+        run(&mut b, "BEGIN ISOLATION LEVEL REPEATABLE READ").await;
+        assert_eq!(
+            query(&mut b, "SELECT v FROM kv WHERE k = 1").await,
+            vec!["10"]
+        );
+        run(&mut a, "COMMIT").await;
+        assert_eq!(
+            query(&mut b, "SELECT v FROM kv WHERE k = 1").await,
+            vec!["10"],
+            "REPEATABLE READ keeps its snapshot"
+        );
+        let err = error(&mut b, "UPDATE kv SET v = 12 WHERE k = 1").await;
+        assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE);
+        run(&mut b, "ROLLBACK").await;
+        assert_eq!(
+            query(&mut b, "SELECT v FROM kv WHERE k = 1").await,
+            vec!["11"]
+        );
+    });
+}
+
+#[test]
+fn a_blocked_writer_waits_then_applies_to_the_newest_row() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut a = engine.new_session();
+        run(&mut a, "CREATE TABLE c (id INT PRIMARY KEY, n INT)").await;
+        run(&mut a, "INSERT INTO c VALUES (1, 0)").await;
+        run(&mut a, "BEGIN").await;
+        run(&mut a, "UPDATE c SET n = n + 1 WHERE id = 1").await;
+        let mut b = engine.new_session();
+        let writer = tokio::spawn(async move {
+            let tag = run(&mut b, "UPDATE c SET n = n + 10 WHERE id = 1").await;
+            (b, tag)
+        });
+        while engine.store().txns().waiting_count() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !writer.is_finished(),
+            "the second UPDATE waits for the first transaction"
+        );
+        run(&mut a, "COMMIT").await;
+        let (_, tag) = writer.await.unwrap();
+        assert_eq!(tag, "UPDATE 1");
+        assert_eq!(
+            query(&mut a, "SELECT n FROM c").await,
+            vec!["11"],
+            "READ COMMITTED re-reads the newest version"
+        );
+    });
+}
+
+#[test]
+fn constraints_and_ddl_behave_like_postgresql() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE items (id INT NOT NULL, qty INT CHECK (qty >= 0), note TEXT) WITH (fillfactor = 90)").await;
+        let err = error(&mut s, "INSERT INTO items VALUES (NULL, 1, 'x')").await;
+        assert_eq!(err.sqlstate(), SqlState::NOT_NULL_VIOLATION, "{err}");
+        assert!(err.message().contains("\"id\""), "{err}");
+        let err = error(&mut s, "INSERT INTO items VALUES (1, -1, 'x')").await;
+        assert_eq!(err.sqlstate().code(), "23514");
+        assert!(err.message().contains("items_qty_check"), "{err}");
+        run(
+            &mut s,
+            "INSERT INTO items VALUES (1, 1, 'a'), (1, 2, 'b'), (2, 3, 'c')",
+        )
+        .await;
+        assert_eq!(
+            error(&mut s, "UPDATE items SET qty = -5 WHERE id = 2")
+                .await
+                .sqlstate()
+                .code(),
+            "23514"
+        );
+        assert_eq!(
+            error(&mut s, "ALTER TABLE items ADD PRIMARY KEY (id)")
+                .await
+                .sqlstate(),
+            SqlState::UNIQUE_VIOLATION
+        );
+        run(&mut s, "DELETE FROM items WHERE note = 'b'").await;
+        assert_eq!(
+            run(&mut s, "ALTER TABLE items ADD PRIMARY KEY (id)").await,
+            "ALTER TABLE"
+        );
+        assert_eq!(
+            error(&mut s, "INSERT INTO items VALUES (2, 0, 'dup')")
+                .await
+                .sqlstate(),
+            SqlState::UNIQUE_VIOLATION
+        );
+        let plan = query(&mut s, "EXPLAIN SELECT note FROM items WHERE id = 2")
+            .await
+            .join("\n");
+        assert!(plan.contains("index lookup"), "{plan}");
+        assert_eq!(
+            query(&mut s, "SELECT note FROM items WHERE id = 2").await,
+            vec!["c"]
+        );
+        assert_eq!(run(&mut s, "TRUNCATE items").await, "TRUNCATE TABLE");
+        assert!(query(&mut s, "SELECT * FROM items").await.is_empty());
+        assert_eq!(
+            error(&mut s, "CREATE TABLE bad (x INT) WITH (fillfactor = 5)")
+                .await
+                .sqlstate()
+                .code(),
+            "22023"
+        );
+        run(&mut s, "CREATE TABLE a (x INT); CREATE TABLE b (x INT)").await;
+        assert_eq!(
+            run(&mut s, "DROP TABLE IF EXISTS a, b, never_existed").await,
+            "DROP TABLE"
+        );
+        assert_eq!(
+            error(&mut s, "SELECT * FROM a").await.sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+        // DDL is transactional.
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "CREATE TABLE temp_work (x INT)").await;
+        run(&mut s, "INSERT INTO temp_work VALUES (1)").await;
+        run(&mut s, "ROLLBACK").await;
+        assert_eq!(
+            error(&mut s, "SELECT * FROM temp_work").await.sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+    });
+}
+
+#[test]
+fn dml_never_loses_its_where_clause() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE t (n INT); CREATE TABLE other (n INT)").await;
+        run(
+            &mut s,
+            "INSERT INTO t VALUES (1), (2), (3); INSERT INTO other VALUES (2)",
+        )
+        .await;
+        assert_eq!(run(&mut s, "DELETE FROM t WHERE 1 = 0").await, "DELETE 0");
+        assert_eq!(
+            run(&mut s, "UPDATE t SET n = 0 WHERE false").await,
+            "UPDATE 0"
+        );
+        let err = error(&mut s, "DELETE FROM t WHERE n IN (SELECT n FROM other)").await;
+        assert_eq!(err.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED);
+        assert_eq!(query(&mut s, "SELECT count(*) FROM t").await, vec!["3"]);
+        assert_eq!(
+            run(&mut s, "CREATE TABLE copy AS SELECT n * 2 AS m FROM t").await,
+            "SELECT 3"
+        );
+        assert_eq!(query(&mut s, "SELECT sum(m) FROM copy").await, vec!["12"]);
+    });
+}
+
+#[test]
+fn the_heap_memory_budget_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = Engine::new(EngineOptions {
+            data_dir: Some(dir.path().to_path_buf()),
+            heap_memory_budget_bytes: 1 << 20,
+            ..EngineOptions::default()
+        })
+        .unwrap();
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE big (s TEXT)").await;
+        let err = error(
+            &mut s,
+            "INSERT INTO big SELECT repeat('x', 1000) FROM generate_series(1, 5000)",
+        )
+        .await;
+        assert_eq!(err.sqlstate(), SqlState::OUT_OF_MEMORY, "{err}");
+        assert!(
+            query(&mut s, "SELECT * FROM big").await.is_empty(),
+            "the failed statement left nothing"
+        );
+        run(&mut s, "INSERT INTO big VALUES ('small')").await;
+    });
+}
