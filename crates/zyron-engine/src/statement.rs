@@ -124,6 +124,8 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
     if let Some(utility) = maintenance_command(sql) {
         return Ok(vec![Parsed::Utility(utility)]);
     }
+    let copy_options = normalize_copy_freeze(sql);
+    let sql = copy_options.as_deref().unwrap_or(sql);
     let dialect = PostgreSqlDialect {};
     let df_result = DFParserBuilder::new(sql)
         .with_dialect(&dialect)
@@ -230,6 +232,26 @@ fn copy_format(
             null: null.unwrap_or_else(|| "\\N".into()),
         }
     })
+}
+
+/// `COPY ... WITH (FREEZE ON)` (what pgbench sends) in the form the SQL
+/// parser reads: a bare FREEZE, or FREEZE FALSE. `None` if nothing changes.
+fn normalize_copy_freeze(sql: &str) -> Option<String> {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.trim_start().starts_with("copy") || !lower.contains("freeze") {
+        return None;
+    }
+    let mut out = sql.to_owned();
+    for (from, to) in [
+        ("freeze on", "FREEZE"),
+        ("freeze true", "FREEZE"),
+        ("freeze off", "FREEZE FALSE"),
+    ] {
+        while let Some(at) = out.to_ascii_lowercase().find(from) {
+            out.replace_range(at..at + from.len(), to);
+        }
+    }
+    Some(out)
 }
 
 fn isolation_of(modes: &[ast::TransactionMode]) -> Option<zyron_txn::Isolation> {
@@ -437,6 +459,25 @@ mod tests {
         );
         assert!(matches!(parsed[3], Parsed::Utility(Utility::Commit)));
         assert!(matches!(parsed[4], Parsed::DataFusion(_)));
+    }
+
+    #[test]
+    fn copy_from_stdin_with_pgbench_options_is_a_utility() {
+        for sql in [
+            "copy pgbench_accounts from stdin with (freeze on)",
+            "COPY t (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)",
+            "copy t from stdin",
+        ] {
+            let parsed = parse(sql).unwrap();
+            assert!(
+                matches!(&parsed[0], Parsed::Utility(Utility::CopyFromStdin { .. })),
+                "{sql}: {parsed:?}"
+            );
+        }
+        assert!(matches!(
+            parse("VACUUM ANALYZE pgbench_branches").unwrap()[0],
+            Parsed::Utility(Utility::Vacuum)
+        ));
     }
 
     #[test]

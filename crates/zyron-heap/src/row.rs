@@ -317,13 +317,13 @@ impl VarBuilder {
     }
 
     fn append(&mut self, value: Option<&[u8]>) {
-        // Strings were valid UTF-8 when encoded and rows are checksummed on disk.
-        let text = value.map(|v| std::str::from_utf8(v).expect("stored strings are UTF-8"));
+        // Strings were valid UTF-8 when encoded, and rows on disk are checksummed.
+        let text = || value.map(|v| std::str::from_utf8(v).expect("stored strings are UTF-8"));
         match self {
             VarBuilder::Skip => {}
-            VarBuilder::Utf8(b) => b.append_option(text),
-            VarBuilder::LargeUtf8(b) => b.append_option(text),
-            VarBuilder::Utf8View(b) => b.append_option(text),
+            VarBuilder::Utf8(b) => b.append_option(text()),
+            VarBuilder::LargeUtf8(b) => b.append_option(text()),
+            VarBuilder::Utf8View(b) => b.append_option(text()),
             VarBuilder::Binary(b) => b.append_option(value),
         }
     }
@@ -503,6 +503,7 @@ mod tests {
             Field::new("score", DataType::Float64, true),
             Field::new("note", DataType::Utf8, true),
             Field::new("n", DataType::Int32, true),
+            Field::new("bytes", DataType::Binary, true),
         ]));
         RecordBatch::try_new(
             schema,
@@ -522,6 +523,11 @@ mod tests {
                 Arc::new(Float64Array::from(vec![None, Some(2.5), Some(-0.0)])),
                 Arc::new(StringArray::from(vec![Some("x\0y"), None, Some("z")])),
                 Arc::new(Int32Array::from(vec![Some(7), Some(8), None])),
+                Arc::new(arrow::array::BinaryArray::from(vec![
+                    Some(&[0u8, 1, 255][..]),
+                    None,
+                    Some(&[][..]),
+                ])),
             ],
         )
         .unwrap()
