@@ -381,7 +381,7 @@ mod tests {
         let (row, used) = text_row(b"1\tab\\tc\t\\N\t\\101\\x41\nnext", b'\t', "\\N")
             .unwrap()
             .unwrap();
-        assert_eq!(used, 19);
+        assert_eq!(used, 20);
         assert_eq!(
             fields(row),
             vec![

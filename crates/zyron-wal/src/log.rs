@@ -17,12 +17,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zyron_common::{Result, SqlState, ZyronError};
 
 use crate::record::{self, RECORD_HEADER_BYTES};
 use crate::segment::{self, SEGMENT_HEADER_BYTES};
+
+/// How long the background thread waits before preparing a segment again
+/// after a failure (a full disk).
+const PREPARE_RETRY: Duration = Duration::from_secs(1);
 
 /// Called once a record is durable, or with the error that stopped it.
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
@@ -536,18 +540,11 @@ impl Shared {
     /// records that nobody waits on.
     fn background_loop(self: Arc<Self>) {
         let period = Duration::from_millis(self.options.background_flush_ms.max(1));
+        let mut next_prepare = Instant::now();
         let mut state = self.lock();
         while !self.stop.load(Ordering::Acquire) {
-            if state.failed.is_none()
-                && state.prepared_lsn - state.next_lsn < self.segment_bytes / 2
-            {
-                let target = state.prepared_lsn + 1;
-                drop(state);
-                // A failure here (full disk) is reported to the appender that needs the segment.
-                let _ = self.prepare_through(target);
-                state = self.lock();
-                continue;
-            }
+            // Flushing what is owed comes first: a failing segment preparation
+            // (a full disk) must never keep a durable commit waiting.
             let owed = state.unwaited || !state.callbacks.is_empty();
             if owed
                 && !state.leader_active
@@ -555,6 +552,20 @@ impl Shared {
                 && state.next_lsn > state.buffer_lsn
             {
                 state = self.lead_one_round(state);
+                continue;
+            }
+            if state.failed.is_none()
+                && state.prepared_lsn - state.next_lsn < self.segment_bytes / 2
+                && Instant::now() >= next_prepare
+            {
+                let target = state.prepared_lsn + 1;
+                drop(state);
+                // A failure is reported to the appender that needs the segment;
+                // this thread retries later, never holding the creation lock for long.
+                if self.prepare_through(target).is_err() {
+                    next_prepare = Instant::now() + PREPARE_RETRY;
+                }
+                state = self.lock();
                 continue;
             }
             if state.failed.is_some() {
