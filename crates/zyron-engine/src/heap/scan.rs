@@ -8,14 +8,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, ScalarValue, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{
-    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
-};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -136,34 +134,7 @@ impl ExecutionPlan for HeapScanExec {
     fn name(&self) -> &str {
         "HeapScanExec"
     }
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-    fn replace_children(
-        self: Arc<Self>,
-        _: Vec<Arc<dyn ExecutionPlan>>,
-        _: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    crate::leaf_exec::leaf_exec_methods!();
 
     fn execute(
         &self,
@@ -224,7 +195,7 @@ pub fn key_lookup(table: &HeapTable, filters: &[Expr]) -> Result<Option<Vec<u64>
     };
     let schema = table.codec().schema();
     let columns = codec.key_columns();
-    let conjuncts: Vec<&Expr> = filters.iter().flat_map(split_and).collect();
+    let conjuncts: Vec<&Expr> = filters.iter().flat_map(|f| split_conjunction(f)).collect();
     // Equality on every key column (IN lists multiply out).
     let mut choices: Vec<Vec<ArrayRef>> = Vec::new();
     for &c in &columns {
@@ -310,21 +281,6 @@ fn range_lookup(
         None => None,
     };
     Ok(Some(table.slots_in_range(&low_key, high_key.as_deref())))
-}
-
-fn split_and(expr: &Expr) -> Vec<&Expr> {
-    match expr {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::And,
-            right,
-        }) => {
-            let mut out = split_and(left);
-            out.extend(split_and(right));
-            out
-        }
-        other => vec![other],
-    }
 }
 
 fn column_name(expr: &Expr) -> Option<&str> {
