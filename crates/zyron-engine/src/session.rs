@@ -342,7 +342,13 @@ impl Session {
             DfStatement::Statement(inner) => heap::extract_create_extras(inner)?,
             _ => None,
         };
-        let mut plan = self.plan(statement).await?;
+        // One copy of the session state serves planning, optimizing and
+        // executing this statement (each copy clones every function registry).
+        let state = self.ctx.state();
+        let mut plan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(to_zyron_error)?;
         if let Some(params) = params {
             plan = plan.with_param_values(params).map_err(to_zyron_error)?;
         }
@@ -351,37 +357,51 @@ impl Session {
                 .create_heap_table(create, extras.unwrap_or_default())
                 .await;
         }
-        if matches!(&plan, LogicalPlan::Dml(_)) {
-            let optimized = self.ctx.state().optimize(&plan).map_err(to_zyron_error)?;
-            if !heap::guard_dml_input(&optimized)? {
-                let command = statement::command_for_plan(&plan).unwrap_or("DML");
-                return Ok(StatementResult::Command(
-                    CommandTag::new(command).with_rows(0),
-                ));
-            }
-            plan = optimized;
-        }
         let command = statement::command_for_plan(&plan);
-        let frame = self
-            .ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(to_zyron_error)?;
-        match command {
-            None => {
-                let schema = Arc::new(frame.schema().as_arrow().clone());
-                let stream = frame.execute_stream().await.map_err(to_zyron_error)?;
+        match (command, &plan) {
+            (None, _) => {
+                let schema = Arc::new(plan.schema().as_arrow().clone());
+                let physical = state
+                    .create_physical_plan(&plan)
+                    .await
+                    .map_err(to_zyron_error)?;
+                let stream = datafusion::physical_plan::execute_stream(physical, state.task_ctx())
+                    .map_err(to_zyron_error)?;
                 Ok(StatementResult::Rows { schema, stream })
             }
-            Some(command @ ("INSERT" | "UPDATE" | "DELETE" | "COPY")) => {
-                let batches = frame.collect().await.map_err(to_zyron_error)?;
+            (Some(command), LogicalPlan::Dml(_)) => {
+                // Optimized once: the guard must see the plan DataFusion will run.
+                let optimized = state.optimize(&plan).map_err(to_zyron_error)?;
+                if !heap::guard_dml_input(&optimized)? {
+                    return Ok(StatementResult::Command(
+                        CommandTag::new(command).with_rows(0),
+                    ));
+                }
+                let physical = state
+                    .query_planner()
+                    .create_physical_plan(&optimized, &state)
+                    .await
+                    .map_err(to_zyron_error)?;
+                let batches = datafusion::physical_plan::collect(physical, state.task_ctx())
+                    .await
+                    .map_err(to_zyron_error)?;
                 Ok(StatementResult::Command(
                     CommandTag::new(command).with_rows(affected_rows(&batches)),
                 ))
             }
-            Some(command) => {
-                frame.collect().await.map_err(to_zyron_error)?;
-                Ok(StatementResult::Command(CommandTag::new(command)))
+            (Some(command), _) => {
+                let frame = self
+                    .ctx
+                    .execute_logical_plan(plan)
+                    .await
+                    .map_err(to_zyron_error)?;
+                let batches = frame.collect().await.map_err(to_zyron_error)?;
+                let tag = CommandTag::new(command);
+                Ok(StatementResult::Command(if command == "COPY" {
+                    tag.with_rows(affected_rows(&batches))
+                } else {
+                    tag
+                }))
             }
         }
     }
