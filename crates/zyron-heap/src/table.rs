@@ -194,6 +194,18 @@ fn head(chain: &Chain, ctx: &WriteCtx) -> Head {
     }
 }
 
+/// Puts `row` at the front of `chain` as a version the writer of `ctx` owns.
+fn push_own_version(chain: &mut Chain, ctx: &WriteCtx, row: impl Into<Box<[u8]>>) {
+    chain.insert(
+        0,
+        Version {
+            begin: ctx.mark(),
+            end: OPEN,
+            row: row.into(),
+        },
+    );
+}
+
 fn serialization_failure() -> ZyronError {
     ZyronError::new(
         SqlState::SERIALIZATION_FAILURE,
@@ -303,14 +315,7 @@ impl HeapTable {
                 let slot = self.allocate_slot();
                 self.with_chain(slot, |chain| {
                     assert!(chain.is_empty(), "a free slot has no versions");
-                    chain.insert(
-                        0,
-                        Version {
-                            begin: ctx.mark(),
-                            end: OPEN,
-                            row: row.into(),
-                        },
-                    );
+                    push_own_version(chain, ctx, row);
                 });
                 Ok(Step::Done(slot))
             }
@@ -340,14 +345,7 @@ impl HeapTable {
                 if deleted_after_snapshot && ctx.isolation == Isolation::RepeatableRead {
                     return Err(serialization_failure());
                 }
-                chain.insert(
-                    0,
-                    Version {
-                        begin: ctx.mark(),
-                        end: OPEN,
-                        row: row.into(),
-                    },
-                );
+                push_own_version(chain, ctx, row);
                 Ok(Step::Done(slot))
             }
         })
@@ -385,14 +383,7 @@ impl HeapTable {
             };
             self.memory.reserve(cost(&row))?;
             chain[0].end = ctx.mark();
-            chain.insert(
-                0,
-                Version {
-                    begin: ctx.mark(),
-                    end: OPEN,
-                    row: row.into(),
-                },
-            );
+            push_own_version(chain, ctx, row);
             Ok(Step::Done(true))
         })
     }
