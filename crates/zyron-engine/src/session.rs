@@ -76,6 +76,10 @@ pub struct PreparedStatement {
     /// columns. Execution plans again, so a statement prepared before a table
     /// changed still sees the table as it is.
     described_plan: Option<LogicalPlan>,
+    /// Types of `$1..$n`, inferred once from the described plan (every
+    /// Bind needs them; walking the plan for them cost more than running a
+    /// point statement).
+    parameter_types: Vec<Option<DataType>>,
 }
 
 impl PreparedStatement {
@@ -84,8 +88,12 @@ impl PreparedStatement {
     }
 
     /// Types of `$1..$n` as DataFusion inferred them (`None` where it could not).
-    pub fn parameter_types(&self) -> Vec<Option<DataType>> {
-        let Some(plan) = &self.described_plan else {
+    pub fn parameter_types(&self) -> &[Option<DataType>] {
+        &self.parameter_types
+    }
+
+    fn infer_parameter_types(plan: Option<&LogicalPlan>) -> Vec<Option<DataType>> {
+        let Some(plan) = plan else {
             return Vec::new();
         };
         let Ok(types) = plan.get_parameter_types() else {
@@ -228,6 +236,7 @@ impl Session {
         Ok(PreparedStatement {
             sql: sql.to_owned(),
             parsed,
+            parameter_types: PreparedStatement::infer_parameter_types(described_plan.as_ref()),
             described_plan,
         })
     }
@@ -239,7 +248,7 @@ impl Session {
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         let params = params
-            .map(|p| coerce_params(p, &prepared.parameter_types()))
+            .map(|p| coerce_params(p, prepared.parameter_types()))
             .transpose()?;
         match &prepared.parsed {
             Some(parsed) => self.execute_parsed(parsed, params).await,
@@ -260,9 +269,7 @@ impl Session {
         }
         let outcome = match parsed {
             Parsed::Utility(utility) => self.execute_utility(utility).await,
-            Parsed::DataFusion(statement) => {
-                self.run_in_transaction(statement.clone(), params).await
-            }
+            Parsed::DataFusion(statement) => self.run_in_transaction(statement, params).await,
         };
         outcome.map_err(|error| self.fail(error))
     }
@@ -271,7 +278,7 @@ impl Session {
     /// is its own transaction, committed (or rolled back) at once.
     async fn run_in_transaction(
         &mut self,
-        statement: DfStatement,
+        statement: &DfStatement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         self.txn.begin_statement(self.isolation()).await;
@@ -323,10 +330,13 @@ impl Session {
 
     async fn execute_statement(
         &mut self,
-        statement: datafusion::sql::parser::Statement,
+        statement: &DfStatement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
-        let mut statement = statement;
+        if let Some(result) = self.execute_point(statement, params.as_ref()).await? {
+            return Ok(result);
+        }
+        let mut statement = statement.clone();
         if let datafusion::sql::parser::Statement::CopyTo(copy) = &statement
             && crate::zyr::is_zyr_target(copy)
         {
@@ -404,6 +414,33 @@ impl Session {
                 }))
             }
         }
+    }
+
+    /// A point statement (primary-key SELECT, UPDATE, DELETE, INSERT ...
+    /// VALUES) straight on the heap; `None` if DataFusion must plan it.
+    async fn execute_point(
+        &self,
+        statement: &DfStatement,
+        params: Option<&ParamValues>,
+    ) -> Result<Option<StatementResult>> {
+        let config = self.ctx.state_ref().read().config_options().clone();
+        let outcome = heap::execute_point(statement, params, config, &self.txn)
+            .await
+            .map_err(to_zyron_error)?;
+        Ok(match outcome {
+            None => None,
+            Some(heap::PointOutcome::Rows { schema, batch }) => {
+                let stream = MemoryStream::try_new(vec![batch], schema.clone(), None)
+                    .map_err(to_zyron_error)?;
+                Some(StatementResult::Rows {
+                    schema,
+                    stream: Box::pin(stream),
+                })
+            }
+            Some(heap::PointOutcome::Written { command, rows }) => Some(StatementResult::Command(
+                CommandTag::new(command).with_rows(rows),
+            )),
+        })
     }
 
     async fn execute_utility(&mut self, utility: &Utility) -> Result<StatementResult> {

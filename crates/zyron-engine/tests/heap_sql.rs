@@ -367,3 +367,173 @@ fn the_heap_memory_budget_is_a_clear_error() {
         run(&mut s, "INSERT INTO big VALUES ('small')").await;
     });
 }
+
+/// Point statements (primary-key SELECT, UPDATE, DELETE, INSERT ... VALUES)
+/// skip DataFusion's planner; what they answer and write must not change.
+/// Each is checked against the same question asked in a shape the point
+/// path does not take (ORDER BY, a function call), which DataFusion plans.
+#[test]
+fn point_statements_answer_as_the_planner_does() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(
+            &mut s,
+            "CREATE TABLE acct (k INT PRIMARY KEY, v INT NOT NULL, note TEXT, at TIMESTAMP, \
+             CHECK (v < 1000))",
+        )
+        .await;
+        assert_eq!(
+            run(
+                &mut s,
+                "INSERT INTO acct VALUES (1, 10, 'a', CURRENT_TIMESTAMP)"
+            )
+            .await,
+            "INSERT 0 1"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                "INSERT INTO acct (v, k) VALUES (20, 2), (-(30), 1 + 2)"
+            )
+            .await,
+            "INSERT 0 2"
+        );
+        let code = |e: zyron_common::ZyronError| e.sqlstate().code().to_owned();
+        assert_eq!(
+            code(error(&mut s, "INSERT INTO acct VALUES (1, 1, 'dup', NULL)").await),
+            "23505"
+        );
+        assert_eq!(
+            code(error(&mut s, "INSERT INTO acct (k) VALUES (9)").await),
+            "23502"
+        );
+        assert_eq!(
+            code(error(&mut s, "INSERT INTO acct (k, v) VALUES (9, 5000)").await),
+            "23514"
+        );
+        // An INTEGER column given a value it cannot hold is an error, never NULL.
+        error(&mut s, "INSERT INTO acct (k, v) VALUES (3000000000, 1)").await;
+
+        let everything = "SELECT k, v, note, at IS NOT NULL FROM acct ORDER BY k";
+        assert_eq!(
+            query(&mut s, everything).await,
+            ["1|10|a|true", "2|20||false", "3|-30||false"]
+        );
+        assert_eq!(
+            query(&mut s, "SELECT v, note FROM acct WHERE k = 1").await,
+            ["10|a"]
+        );
+        assert_eq!(
+            query(
+                &mut s,
+                "SELECT acct.v AS value, * FROM public.acct WHERE acct.k = 2"
+            )
+            .await[0]
+                .split('|')
+                .take(3)
+                .collect::<Vec<_>>(),
+            ["20", "2", "20"]
+        );
+        assert!(
+            query(&mut s, "SELECT * FROM acct WHERE k = 99")
+                .await
+                .is_empty()
+        );
+        assert!(
+            query(&mut s, "SELECT * FROM acct WHERE k = 1 AND v = 11")
+                .await
+                .is_empty()
+        );
+
+        assert_eq!(
+            run(&mut s, "UPDATE acct SET v = v + 5 WHERE k = 2").await,
+            "UPDATE 1"
+        );
+        assert_eq!(
+            run(&mut s, "UPDATE acct AS x SET v = x.v * 2 WHERE x.k = 3").await,
+            "UPDATE 1"
+        );
+        assert_eq!(
+            run(&mut s, "UPDATE acct SET v = 0 WHERE k = 42").await,
+            "UPDATE 0"
+        );
+        assert_eq!(
+            code(error(&mut s, "UPDATE acct SET v = v + 2000 WHERE k = 2").await),
+            "23514"
+        );
+        assert_eq!(
+            code(error(&mut s, "UPDATE acct SET v = NULL WHERE k = 2").await),
+            "23502"
+        );
+        assert_eq!(
+            code(error(&mut s, "UPDATE acct SET nope = 1 WHERE k = 2").await),
+            "42703"
+        );
+        assert_eq!(
+            query(&mut s, "SELECT k, v FROM acct WHERE abs(k) > 1 ORDER BY k").await,
+            ["2|25", "3|-60"]
+        );
+
+        // Inside a block, the point path writes through the block's transaction.
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "UPDATE acct SET v = 999 WHERE k = 1").await;
+        assert_eq!(
+            query(&mut s, "SELECT v FROM acct WHERE k = 1").await,
+            ["999"]
+        );
+        run(&mut s, "ROLLBACK").await;
+        assert_eq!(
+            query(&mut s, "SELECT v FROM acct WHERE k = 1").await,
+            ["10"]
+        );
+
+        // Prepared, with parameters, as pgbench -M prepared runs it.
+        let update = s
+            .prepare("UPDATE acct SET v = v + $1 WHERE k = $2")
+            .await
+            .unwrap();
+        let params = datafusion::common::ParamValues::List(vec![
+            datafusion::common::ScalarValue::Int32(Some(7)).into(),
+            datafusion::common::ScalarValue::Int32(Some(1)).into(),
+        ]);
+        match s.execute_prepared(&update, Some(params)).await.unwrap() {
+            StatementResult::Command(tag) => assert_eq!(tag.to_string(), "UPDATE 1"),
+            other => panic!("UPDATE returned {other:?}"),
+        }
+        let select = s.prepare("SELECT v FROM acct WHERE k = $1").await.unwrap();
+        let params = datafusion::common::ParamValues::List(vec![
+            datafusion::common::ScalarValue::Int32(Some(1)).into(),
+        ]);
+        let StatementResult::Rows { schema, stream } =
+            s.execute_prepared(&select, Some(params)).await.unwrap()
+        else {
+            panic!("SELECT returned no rows")
+        };
+        assert_eq!(schema.as_ref(), select.result_schema().as_ref());
+        let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+        assert_eq!(
+            array_value_to_string(batches[0].column(0), 0).unwrap(),
+            "17"
+        );
+
+        assert_eq!(
+            run(&mut s, "DELETE FROM acct WHERE k = 3").await,
+            "DELETE 1"
+        );
+        assert_eq!(
+            query(&mut s, "SELECT k, v FROM acct ORDER BY k").await,
+            ["1|17", "2|25"]
+        );
+        drop(s);
+        drop(engine);
+        // What the point path wrote is durable like anything else.
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        assert_eq!(
+            query(&mut s, "SELECT k, v FROM acct ORDER BY k").await,
+            ["1|17", "2|25"]
+        );
+    });
+}

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
 use std::panic::AssertUnwindSafe;
 
-use futures::{FutureExt, Sink};
+use futures::{FutureExt, Sink, SinkExt};
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
@@ -16,12 +16,15 @@ use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, Response};
 use pgwire::api::stmt::QueryParser;
-use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionManager, DEFAULT_NAME, PgWireServerHandlers, Type,
+};
+use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::Execute;
+use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute};
 use pgwire::messages::simplequery::Query;
 use tokio::sync::Mutex;
 
@@ -29,6 +32,7 @@ use zyron_common::ZyronError;
 use zyron_engine::{PreparedStatement, Session};
 
 use crate::activity::Activity;
+use crate::deferred_flush::DeferredFlush;
 use crate::encode::{self, error_info, to_pgwire_error};
 
 /// Everything one connection needs; handed to `pgwire::tokio::process_socket`.
@@ -149,7 +153,54 @@ impl ExtendedQueryHandler for Backend {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let _busy = self.activity.begin();
-        self._on_execute(client, message).await
+        self._on_execute(&mut DeferredFlush(client), message).await
+    }
+
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self._on_describe(&mut DeferredFlush(client), message).await
+    }
+
+    /// pgwire's own `on_bind`, with BindComplete left for Sync to send
+    /// (see `deferred_flush`).
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(Entry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(Entry::Empty) if message.parameters.is_empty() => {
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            Some(Entry::Empty) => {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "ERROR".to_owned(),
+                    "08P01".to_owned(),
+                    format!(
+                        "bind message supplies {} parameters, but prepared statement {statement_name:?} requires 0",
+                        message.parameters.len(),
+                    ),
+                ))));
+            }
+            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+        }
+        client
+            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(())
     }
 
     async fn do_query<C>(

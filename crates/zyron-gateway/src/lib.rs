@@ -8,6 +8,7 @@
 //! connection limit and graceful shutdown.
 
 mod activity;
+mod deferred_flush;
 mod encode;
 mod handler;
 mod server;

@@ -10,6 +10,7 @@
 //! writes through the transaction.
 
 mod ddl;
+mod point;
 mod provider;
 mod scan;
 mod schema;
@@ -26,6 +27,7 @@ pub use ddl::{
     CreateTableExtras, alter_add_primary_key, create_table, drop_tables, extract_create_extras,
     truncate_tables,
 };
+pub use point::{Outcome as PointOutcome, execute as execute_point};
 pub use provider::HeapTableProvider;
 pub use schema::{HeapSchema, SharedTables};
 pub use write::guard_dml_input;

@@ -90,6 +90,11 @@ impl HeapTableProvider {
         &self.table
     }
 
+    /// The table's CHECK constraints, parsed.
+    pub(crate) fn checks(&self) -> &[Check] {
+        &self.checks
+    }
+
     fn session(&self) -> Result<&Arc<SessionTxn>> {
         self.session.as_ref().ok_or_else(|| {
             to_df(ZyronError::not_supported(
@@ -181,7 +186,8 @@ impl TableProvider for HeapTableProvider {
         state: &dyn Session,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let count = write::delete(state, &self.table, self.session()?, filters).await?;
+        let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
+        let count = write::delete(&compile, &self.table, self.session()?, filters).await?;
         write::count_plan(count)
     }
 
@@ -191,8 +197,9 @@ impl TableProvider for HeapTableProvider {
         assignments: Vec<(String, Expr)>,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
         let count = write::update(
-            state,
+            &compile,
             &self.table,
             self.session()?,
             &self.checks,
@@ -204,7 +211,8 @@ impl TableProvider for HeapTableProvider {
     }
 
     async fn truncate(&self, state: &dyn Session) -> Result<Arc<dyn ExecutionPlan>> {
-        let count = write::delete(state, &self.table, self.session()?, Vec::new()).await?;
+        let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
+        let count = write::delete(&compile, &self.table, self.session()?, Vec::new()).await?;
         write::count_plan(count)
     }
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt64Array};
-use datafusion::arrow::compute::{and, cast, filter_record_batch};
+use datafusion::arrow::compute::{CastOptions, and, cast_with_options, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::Session;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -25,6 +24,11 @@ use zyron_heap::table::HeapTable;
 
 use super::scan::key_lookup;
 use super::{SessionTxn, no_transaction, to_df};
+
+/// Compiles a logical expression against a table's columns, type coercion
+/// included: a DataFusion session's `create_physical_expr`, or the point
+/// statements' own compiler (`point.rs`), which skips the session state copy.
+pub type Compile<'a> = &'a (dyn Fn(Expr, &DFSchema) -> Result<Arc<dyn PhysicalExpr>> + Send + Sync);
 
 /// A CHECK constraint, parsed.
 #[derive(Debug, Clone)]
@@ -92,6 +96,19 @@ pub fn guard_dml_input(plan: &LogicalPlan) -> zyron_common::Result<bool> {
     Ok(!(empty || scans == 0))
 }
 
+/// Casts that fail on a value the target type cannot hold (an INTEGER
+/// column given 3000000000), as PostgreSQL does, rather than writing NULL.
+pub fn strict_cast_options() -> CastOptions<'static> {
+    CastOptions {
+        safe: false,
+        ..Default::default()
+    }
+}
+
+fn strict_cast(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+    Ok(cast_with_options(array, data_type, &strict_cast_options())?)
+}
+
 /// Makes a batch from a query match the table: its column types and its
 /// NOT NULL columns (SQLSTATE 23502 with PostgreSQL's message).
 fn conform(table: &HeapTable, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -111,7 +128,7 @@ fn conform(table: &HeapTable, batch: &RecordBatch) -> Result<RecordBatch> {
         columns.push(if column.data_type() == field.data_type() {
             column.clone()
         } else {
-            cast(column, field.data_type())?
+            strict_cast(column, field.data_type())?
         });
     }
     let options =
@@ -124,22 +141,17 @@ fn conform(table: &HeapTable, batch: &RecordBatch) -> Result<RecordBatch> {
 }
 
 /// Compiled CHECK constraints of one table.
-struct Checks {
+pub struct Checks {
     table: String,
     compiled: Vec<(String, Arc<dyn PhysicalExpr>)>,
 }
 
 impl Checks {
-    fn compile(state: &dyn Session, table: &HeapTable, checks: &[Check]) -> Result<Self> {
+    pub fn compile(compile: Compile<'_>, table: &HeapTable, checks: &[Check]) -> Result<Self> {
         let df_schema = DFSchema::try_from(table.codec().schema().as_ref().clone())?;
         let compiled = checks
             .iter()
-            .map(|c| {
-                Ok((
-                    c.name.clone(),
-                    state.create_physical_expr(c.expr.clone(), &df_schema)?,
-                ))
-            })
+            .map(|c| Ok((c.name.clone(), compile(c.expr.clone(), &df_schema)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             table: table.def().name.clone(),
@@ -219,29 +231,40 @@ impl DataSink for HeapSink {
             .with_config(context.session_config().clone())
             .with_runtime_env(context.runtime_env())
             .build();
-        let checks = Checks::compile(&state, &self.table, &self.checks)?;
+        let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
+        let checks = Checks::compile(&compile, &self.table, &self.checks)?;
         let mut guard = self.session.lock().await;
         let txn = guard.as_mut().ok_or_else(no_transaction)?;
         let mut count = 0;
         while let Some(batch) = data.next().await {
-            let batch = conform(&self.table, &batch?)?;
-            checks.verify(&batch)?;
-            count += txn.insert(&self.table, &batch).await.map_err(to_df)?;
+            count += insert_rows(txn, &self.table, &checks, &batch?).await?;
         }
         Ok(count)
     }
 }
 
+/// Writes rows (in the table's column order) through the transaction, after
+/// the NOT NULL and CHECK constraints.
+pub async fn insert_rows(
+    txn: &mut Transaction,
+    table: &Arc<HeapTable>,
+    checks: &Checks,
+    batch: &RecordBatch,
+) -> Result<u64> {
+    let batch = conform(table, batch)?;
+    checks.verify(&batch)?;
+    txn.insert(table, &batch).await.map_err(to_df)
+}
+
 /// Rows of `table` the statement's filters select, at the transaction's
 /// snapshot: `(slots, rows)` batch by batch.
-fn candidates(
-    state: &dyn Session,
+pub fn candidates(
     table: &HeapTable,
     txn: &Transaction,
     filters: &[Expr],
+    predicate: &[Arc<dyn PhysicalExpr>],
 ) -> Result<Vec<(Vec<u64>, RecordBatch)>> {
     let snapshot = txn.snapshot();
-    let predicate = compile_filters(state, table, filters)?;
     let scanned: Vec<(Vec<u64>, RecordBatch)> = match key_lookup(table, filters)? {
         Some(slots) => vec![table.fetch(&snapshot, &slots, None).map_err(to_df)?],
         None => (0..table.page_count())
@@ -256,7 +279,7 @@ fn candidates(
     scanned
         .into_iter()
         .map(|(slots, batch)| {
-            let mask = matches(&predicate, &batch)?;
+            let mask = matches(predicate, &batch)?;
             let kept: Vec<u64> = slots
                 .iter()
                 .zip(mask.iter())
@@ -269,15 +292,15 @@ fn candidates(
         .collect()
 }
 
-fn compile_filters(
-    state: &dyn Session,
+pub fn compile_filters(
+    compile: Compile<'_>,
     table: &HeapTable,
     filters: &[Expr],
 ) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
     let df_schema = DFSchema::try_from(table.codec().schema().as_ref().clone())?;
     filters
         .iter()
-        .map(|f| state.create_physical_expr(f.clone(), &df_schema))
+        .map(|f| compile(f.clone(), &df_schema))
         .collect()
 }
 
@@ -305,16 +328,16 @@ fn still_qualifies(
 }
 
 pub async fn delete(
-    state: &dyn Session,
+    compile: Compile<'_>,
     table: &Arc<HeapTable>,
     session: &SessionTxn,
     filters: Vec<Expr>,
 ) -> Result<u64> {
     let mut guard = session.lock().await;
     let txn = guard.as_mut().ok_or_else(no_transaction)?;
-    let predicate = compile_filters(state, table, &filters)?;
+    let predicate = compile_filters(compile, table, &filters)?;
     let mut count = 0;
-    for (slots, batch) in candidates(state, table, txn, &filters)? {
+    for (slots, batch) in candidates(table, txn, &filters, &predicate)? {
         let seen = table.codec().encode(&batch).map_err(to_df)?;
         for (slot, seen) in slots.into_iter().zip(seen) {
             let deleted = txn
@@ -334,7 +357,7 @@ pub async fn delete(
 }
 
 pub async fn update(
-    state: &dyn Session,
+    compile: Compile<'_>,
     table: &Arc<HeapTable>,
     session: &SessionTxn,
     checks: &[Check],
@@ -354,15 +377,15 @@ pub async fn update(
                 ),
             ))
         })?;
-        assigned[index] = Some(state.create_physical_expr(expr, &df_schema)?);
+        assigned[index] = Some(compile(expr, &df_schema)?);
     }
     let key_changes = table
         .def()
         .primary_key
         .iter()
         .any(|c| assigned[*c].is_some());
-    let checks = Checks::compile(state, table, checks)?;
-    let predicate = compile_filters(state, table, &filters)?;
+    let checks = Checks::compile(compile, table, checks)?;
+    let predicate = compile_filters(compile, table, &filters)?;
     let new_rows = |batch: &RecordBatch| -> Result<RecordBatch> {
         let columns = assigned
             .iter()
@@ -370,7 +393,7 @@ pub async fn update(
             .map(|(c, expr)| match expr {
                 Some(expr) => {
                     let value = expr.evaluate(batch)?.into_array(batch.num_rows())?;
-                    Ok(cast(&value, schema.field(c).data_type())?)
+                    strict_cast(&value, schema.field(c).data_type())
                 }
                 None => Ok(batch.column(c).clone()),
             })
@@ -386,7 +409,7 @@ pub async fn update(
     let mut guard = session.lock().await;
     let txn = guard.as_mut().ok_or_else(no_transaction)?;
     let mut count = 0;
-    for (slots, batch) in candidates(state, table, txn, &filters)? {
+    for (slots, batch) in candidates(table, txn, &filters, &predicate)? {
         let updated = new_rows(&batch)?;
         if key_changes {
             count += move_rows(txn, table, &predicate, &slots, &batch, &updated).await?;
