@@ -45,8 +45,7 @@ fn versioned_table(rows: i64, updates: i64) -> (HeapTable, u64) {
     let encode = |v: i64| {
         let ids = Int64Array::from_iter_values(0..rows);
         let values = Int64Array::from_iter_values((0..rows).map(|_| v));
-        let batch =
-            RecordBatch::try_new(schema(), vec![Arc::new(ids), Arc::new(values)]).unwrap();
+        let batch = RecordBatch::try_new(schema(), vec![Arc::new(ids), Arc::new(values)]).unwrap();
         table.codec().encode(&batch).unwrap()
     };
     let first = encode(0);
@@ -97,8 +96,23 @@ impl PostgresPeer {
 
     fn psql(&self, commands: &[&str]) -> Result<String, String> {
         let mut command = Command::new(bin_dir()?.join("psql"));
-        command.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1"]);
-        command.args(["-p", &self.pg.port().to_string(), "-U", "postgres", "-d", "postgres"]);
+        command.args([
+            "-X",
+            "-q",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ]);
+        command.args([
+            "-p",
+            &self.pg.port().to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+        ]);
         for c in commands {
             command.args(["-c", c]);
         }
@@ -116,7 +130,10 @@ impl PostgresPeer {
             "CREATE TABLE gc (id BIGINT PRIMARY KEY, v BIGINT NOT NULL) \
              WITH (autovacuum_enabled = off)"
                 .to_owned(),
-            format!("INSERT INTO gc SELECT i, 0 FROM generate_series(0, {}) i", rows - 1),
+            format!(
+                "INSERT INTO gc SELECT i, 0 FROM generate_series(0, {}) i",
+                rows - 1
+            ),
         ];
         setup.extend((1..=updates).map(|u| format!("UPDATE gc SET v = {u}")));
         // Make every update's transaction old enough for VACUUM to reclaim.
@@ -172,7 +189,8 @@ fn mvcc_gc_suite() {
             let started = Instant::now();
             let again = table.collect_garbage(newest);
             assert_eq!(again.versions_removed, 0);
-            scan_only.record_value(again.versions_examined as f64 / started.elapsed().as_secs_f64());
+            scan_only
+                .record_value(again.versions_examined as f64 / started.elapsed().as_secs_f64());
             Ok(())
         },
         |_| {
