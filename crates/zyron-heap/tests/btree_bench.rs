@@ -115,65 +115,71 @@ fn per_second(count: usize, started: Instant) -> f64 {
     count as f64 / started.elapsed().as_secs_f64()
 }
 
-fn run_ours(work: &Workload, rates: &mut Rates) -> (Answers, usize) {
-    let mut tree = BPlusTree::new();
-    let started = Instant::now();
-    for (key, slot) in &work.inserts {
-        tree.insert(key, *slot).expect("keys are unique");
-    }
-    rates
-        .insert
-        .record_value(per_second(work.inserts.len(), started));
-    tree.check();
-    let height = tree.height();
-
-    let started = Instant::now();
-    let (mut found, mut found_sum) = (0, 0u64);
-    for key in &work.lookups {
-        if let Some(slot) = tree.get(key) {
-            found += 1;
-            found_sum = found_sum.wrapping_add(slot);
-        }
-    }
-    rates
-        .lookup
-        .record_value(per_second(work.lookups.len(), started));
-
-    let started = Instant::now();
-    let (mut ranged, mut ranged_sum) = (0, 0u64);
-    for (low, high) in &work.ranges {
-        for (_, slot) in tree.range(low, Some(high)) {
-            ranged += 1;
-            ranged_sum = ranged_sum.wrapping_add(slot);
-        }
-    }
-    rates
-        .range
-        .record_value(per_second(ranged as usize, started));
-
-    let started = Instant::now();
-    for key in &work.removes {
-        tree.remove(key).expect("the key is present");
-    }
-    rates
-        .remove
-        .record_value(per_second(work.removes.len(), started));
-    tree.check();
-    let answers = Answers {
-        found,
-        found_sum,
-        ranged,
-        ranged_sum,
-        left: tree.len(),
-    };
-    (answers, height)
+/// The operations the suite times, on the B+ tree and on its peer.
+trait Index {
+    fn insert(&mut self, key: &[u8], slot: u64);
+    fn get(&self, key: &[u8]) -> Option<u64>;
+    /// Slots of the keys in `[low, high)`: (count, wrapping sum).
+    fn range_sum(&self, low: &[u8], high: &[u8]) -> (u64, u64);
+    fn remove(&mut self, key: &[u8]);
+    fn len(&self) -> usize;
 }
 
-fn run_peer(work: &Workload, rates: &mut Rates) -> Answers {
-    let mut tree: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+impl Index for BPlusTree {
+    fn insert(&mut self, key: &[u8], slot: u64) {
+        BPlusTree::insert(self, key, slot).expect("keys are unique");
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        BPlusTree::get(self, key)
+    }
+
+    fn range_sum(&self, low: &[u8], high: &[u8]) -> (u64, u64) {
+        self.range(low, Some(high))
+            .fold((0, 0), |(n, sum), (_, slot)| {
+                (n + 1, sum.wrapping_add(slot))
+            })
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        BPlusTree::remove(self, key).expect("the key is present");
+    }
+
+    fn len(&self) -> usize {
+        BPlusTree::len(self)
+    }
+}
+
+impl Index for BTreeMap<Vec<u8>, u64> {
+    fn insert(&mut self, key: &[u8], slot: u64) {
+        assert!(BTreeMap::insert(self, key.to_vec(), slot).is_none());
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        BTreeMap::get(self, key).copied()
+    }
+
+    fn range_sum(&self, low: &[u8], high: &[u8]) -> (u64, u64) {
+        self.range::<[u8], _>((Bound::Included(low), Bound::Excluded(high)))
+            .fold((0, 0), |(n, sum), (_, slot)| {
+                (n + 1, sum.wrapping_add(*slot))
+            })
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        BTreeMap::remove(self, key).expect("the key is present");
+    }
+
+    fn len(&self) -> usize {
+        BTreeMap::len(self)
+    }
+}
+
+/// Runs the workload on `index`, timing each phase into `rates`.
+fn run_workload(index: &mut impl Index, work: &Workload, rates: &mut Rates) -> Answers {
     let started = Instant::now();
     for (key, slot) in &work.inserts {
-        assert!(tree.insert(key.clone(), *slot).is_none());
+        index.insert(key, *slot);
     }
     rates
         .insert
@@ -181,11 +187,9 @@ fn run_peer(work: &Workload, rates: &mut Rates) -> Answers {
 
     let started = Instant::now();
     let (mut found, mut found_sum) = (0, 0u64);
-    for key in &work.lookups {
-        if let Some(slot) = tree.get(key) {
-            found += 1;
-            found_sum = found_sum.wrapping_add(*slot);
-        }
+    for slot in work.lookups.iter().filter_map(|key| index.get(key)) {
+        found += 1;
+        found_sum = found_sum.wrapping_add(slot);
     }
     rates
         .lookup
@@ -194,14 +198,9 @@ fn run_peer(work: &Workload, rates: &mut Rates) -> Answers {
     let started = Instant::now();
     let (mut ranged, mut ranged_sum) = (0, 0u64);
     for (low, high) in &work.ranges {
-        let bounds = (
-            Bound::Included(low.as_slice()),
-            Bound::Excluded(high.as_slice()),
-        );
-        for (_, slot) in tree.range::<[u8], _>(bounds) {
-            ranged += 1;
-            ranged_sum = ranged_sum.wrapping_add(*slot);
-        }
+        let (n, sum) = index.range_sum(low, high);
+        ranged += n;
+        ranged_sum = ranged_sum.wrapping_add(sum);
     }
     rates
         .range
@@ -209,7 +208,7 @@ fn run_peer(work: &Workload, rates: &mut Rates) -> Answers {
 
     let started = Instant::now();
     for key in &work.removes {
-        tree.remove(key).expect("the key is present");
+        index.remove(key);
     }
     rates
         .remove
@@ -219,7 +218,7 @@ fn run_peer(work: &Workload, rates: &mut Rates) -> Answers {
         found_sum,
         ranged,
         ranged_sum,
-        left: tree.len(),
+        left: index.len(),
     }
 }
 
@@ -235,15 +234,17 @@ fn btree_suite() {
     zyron_bench::interleave::<String>(
         rounds,
         |_| {
-            let (answers, h) = run_ours(&work, &mut ours);
-            height = h;
-            let expected = run_peer(&work, &mut Rates::new());
+            let mut tree = BPlusTree::new();
+            let answers = run_workload(&mut tree, &work, &mut ours);
+            tree.check();
+            height = tree.height();
+            let expected = run_workload(&mut BTreeMap::new(), &work, &mut Rates::new());
             assert_eq!(answers, expected, "the B+ tree answers as BTreeMap does");
             assert_eq!(answers.ranged, work.ranges.len() as u64 * RANGE_KEYS as u64);
             Ok(())
         },
         |_| {
-            run_peer(&work, &mut peer);
+            run_workload(&mut BTreeMap::new(), &work, &mut peer);
             Ok(())
         },
     )
