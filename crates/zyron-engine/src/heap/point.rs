@@ -82,10 +82,8 @@ pub async fn execute(
     let Some(table) = resolve(session, name).await? else {
         return Ok(None);
     };
-    let provider = HeapTableProvider::new(table.clone(), session.store().clone(), None)?;
     let point = Point {
         table: &table,
-        provider: &provider,
         alias,
         session,
         compiler: Compiler::new(config),
@@ -386,7 +384,6 @@ impl Compiler {
 /// One point statement's context.
 struct Point<'a> {
     table: &'a Arc<HeapTable>,
-    provider: &'a HeapTableProvider,
     /// The alias the statement gives its table, if any.
     alias: Option<&'a ast::Ident>,
     session: &'a Arc<SessionTxn>,
@@ -395,6 +392,12 @@ struct Point<'a> {
 }
 
 impl Point<'_> {
+    /// The table's parsed DEFAULTs and CHECKs: only writes need them, so
+    /// a point SELECT never parses them.
+    fn provider(&self) -> Result<HeapTableProvider> {
+        HeapTableProvider::new(self.table.clone(), self.session.store().clone(), None)
+    }
+
     fn schema(&self) -> Result<DFSchema> {
         DFSchema::try_from(self.table.codec().schema().as_ref().clone())
     }
@@ -434,15 +437,15 @@ impl Point<'_> {
             return Ok(None);
         };
         // Only a key lookup: scans are DataFusion's, in parallel.
-        if key_lookup(self.table, &filters)?.is_none() {
+        let Some(slots) = key_lookup(self.table, &filters)? else {
             return Ok(None);
-        }
+        };
         let compile = |expr, schema: &DFSchema| self.compiler.compile(expr, schema);
         let predicate = write::compile_filters(&compile, self.table, &filters)?;
         let found = {
             let guard = self.session.lock().await;
             let txn = guard.as_ref().ok_or_else(no_transaction)?;
-            write::candidates(self.table, txn, &filters, &predicate)?
+            write::candidates_in(self.table, txn, Some(slots), &predicate)?
         };
         let full = lenient(self.table.codec().schema());
         let batches: Vec<RecordBatch> = found.into_iter().map(|(_, batch)| batch).collect();
@@ -519,7 +522,7 @@ impl Point<'_> {
             &compile,
             self.table,
             self.session,
-            self.provider.checks(),
+            self.provider()?.checks(),
             translated,
             filters,
         )
@@ -547,13 +550,14 @@ impl Point<'_> {
         columns: &[ast::ObjectName],
         rows: &[ast::Parens<Vec<ast::Expr>>],
     ) -> Result<Option<Outcome>> {
-        let Some(values) = self.insert_values(columns, rows)? else {
+        let provider = self.provider()?;
+        let Some(values) = self.insert_values(&provider, columns, rows)? else {
             return Ok(None);
         };
         let schema = lenient(self.table.codec().schema());
         let batch = RecordBatch::try_new(schema, values)?;
         let compile = |expr, schema: &DFSchema| self.compiler.compile(expr, schema);
-        let checks = Checks::compile(&compile, self.table, self.provider.checks())?;
+        let checks = Checks::compile(&compile, self.table, provider.checks())?;
         let mut guard = self.session.lock().await;
         let txn = guard.as_mut().ok_or_else(no_transaction)?;
         let count = write::insert_rows(txn, self.table, &checks, &batch).await?;
@@ -568,6 +572,7 @@ impl Point<'_> {
     /// value folds to a constant.
     fn insert_values(
         &self,
+        provider: &HeapTableProvider,
         columns: &[ast::ObjectName],
         rows: &[ast::Parens<Vec<ast::Expr>>],
     ) -> Result<Option<Vec<datafusion::arrow::array::ArrayRef>>> {
@@ -606,7 +611,7 @@ impl Point<'_> {
             for row in rows {
                 let value = match position {
                     Some(p) => constant(translator.expr(&row.content[p]))?,
-                    None => match self.provider.get_column_default(field.name()) {
+                    None => match provider.get_column_default(field.name()) {
                         Some(default) => constant(Some(default.clone()))?,
                         None => Some(ScalarValue::Null),
                     },

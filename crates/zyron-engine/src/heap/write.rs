@@ -264,8 +264,19 @@ pub fn candidates(
     filters: &[Expr],
     predicate: &[Arc<dyn PhysicalExpr>],
 ) -> Result<Vec<(Vec<u64>, RecordBatch)>> {
+    candidates_in(table, txn, key_lookup(table, filters)?, predicate)
+}
+
+/// As [`candidates`], with the index lookup already done: `slots` from
+/// [`key_lookup`], `None` to scan every page.
+pub fn candidates_in(
+    table: &HeapTable,
+    txn: &Transaction,
+    slots: Option<Vec<u64>>,
+    predicate: &[Arc<dyn PhysicalExpr>],
+) -> Result<Vec<(Vec<u64>, RecordBatch)>> {
     let snapshot = txn.snapshot();
-    let scanned: Vec<(Vec<u64>, RecordBatch)> = match key_lookup(table, filters)? {
+    let scanned: Vec<(Vec<u64>, RecordBatch)> = match slots {
         Some(slots) => vec![table.fetch(&snapshot, &slots, None).map_err(to_df)?],
         None => (0..table.page_count())
             .step_by(8)
