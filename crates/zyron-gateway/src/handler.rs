@@ -18,7 +18,8 @@ use pgwire::api::results::{FieldInfo, Response};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, ConnectionManager, DEFAULT_NAME, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, ConnectionManager, DEFAULT_NAME, PgWireConnectionState,
+    PgWireServerHandlers, Type,
 };
 use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
@@ -153,7 +154,13 @@ impl ExtendedQueryHandler for Backend {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let _busy = self.activity.begin();
-        self._on_execute(&mut DeferredFlush(client), message).await
+        let result = self._on_execute(&mut DeferredFlush(client), message).await;
+        if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
+            // The client waits for CopyInResponse before it sends data, and
+            // the Sync it pipelined is ignored during copy-in: flush now.
+            client.flush().await?;
+        }
+        result
     }
 
     async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>

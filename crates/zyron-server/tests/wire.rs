@@ -308,3 +308,44 @@ async fn zyr_files_are_written_and_queried_over_the_wire() {
         "the session survives a damaged file"
     );
 }
+
+/// COPY FROM STDIN started through the extended protocol (as rust-postgres,
+/// and drivers that pipeline, start it): the CopyInResponse must leave at
+/// once, since the client sends no data until it arrives and the Sync it
+/// pipelined is ignored during copy-in. A bad row fails the COPY with 22P02
+/// and loads nothing; the connection carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_from_stdin_through_the_extended_protocol() {
+    use futures::SinkExt;
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE loaded (id BIGINT PRIMARY KEY, name TEXT)")
+        .await
+        .unwrap();
+    let copy = |data: &'static str| {
+        let client = &client;
+        async move {
+            let sink = client.copy_in("COPY loaded FROM STDIN").await?;
+            let mut sink = std::pin::pin!(sink);
+            sink.send(bytes::Bytes::from_static(data.as_bytes()))
+                .await?;
+            sink.as_mut().finish().await
+        }
+    };
+    let loaded = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        copy("1\tone\n2\ttwo\n3\t\\N\n"),
+    )
+    .await
+    .expect("COPY does not stall")
+    .unwrap();
+    assert_eq!(loaded, 3);
+    let err = copy("4\tfour\nfive\t5\n").await.unwrap_err();
+    assert_eq!(sqlstate(&err), "22P02", "{err}");
+    let row = client
+        .query_one("SELECT count(*), count(name) FROM loaded", &[])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3, 2));
+}
