@@ -66,6 +66,11 @@ pub struct RecoveryReport {
     pub replayed_commits: u64,
     pub wal_bytes_replayed: u64,
     pub torn_bytes_cut: u64,
+    /// Loading the checkpoint image into memory.
+    pub image_load: Duration,
+    /// Replaying the WAL written after the checkpoint.
+    pub replay: Duration,
+    /// The whole open, both of the above included.
     pub elapsed: Duration,
 }
 
@@ -156,15 +161,18 @@ impl Store {
         if let Some(control) = &control {
             replay.image_ts = control.snapshot_ts;
             report.image_rows = replay.load_image(&dir.join(&control.image))?;
+            report.image_load = started.elapsed();
             replay.max_ts = control.snapshot_ts;
             replay.max_txn = control.next_txn.saturating_sub(1);
             replay.max_table_id = control.next_table_id.saturating_sub(1);
         }
         let redo_lsn = control.as_ref().map_or(0, |c| c.redo_lsn);
+        let replay_started = Instant::now();
         let (wal, recovered) =
             zyron_wal::open(&dir.join("wal"), options.wal.clone(), redo_lsn, |record| {
                 replay.apply(record)
             })?;
+        report.replay = replay_started.elapsed();
         report.replayed_records = recovered.replayed_records;
         report.replayed_commits = replay.commits;
         report.wal_bytes_replayed = recovered.end_lsn - recovered.replay_from_lsn;

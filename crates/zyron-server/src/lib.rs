@@ -87,7 +87,9 @@ pub async fn start(
         replayed_commits = recovery.replayed_commits,
         wal_bytes = recovery.wal_bytes_replayed,
         torn_bytes_cut = recovery.torn_bytes_cut,
-        elapsed_ms = recovery.elapsed.as_millis() as u64,
+        image_load_ms = recovery.image_load.as_secs_f64() * 1e3,
+        replay_ms = recovery.replay.as_secs_f64() * 1e3,
+        elapsed_ms = recovery.elapsed.as_secs_f64() * 1e3,
         "opened data directory {}",
         config.data_dir.display()
     );
