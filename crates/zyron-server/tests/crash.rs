@@ -9,90 +9,18 @@
 //!
 //! `ZYRON_CRASH_KILLS` sets the number of kills (CI: 4; the published run: 50+).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, NoTls};
+use common::process::ZyronProcess;
+use tokio_postgres::Client;
 
-const ZYRON: &str = env!("CARGO_BIN_EXE_zyron");
 const WRITERS: i32 = 4;
-
-struct ServerProcess {
-    child: Child,
-    port: u16,
-}
-
-impl ServerProcess {
-    fn start(dir: &Path, config: &str) -> Result<ServerProcess, String> {
-        let port = zyron_bench::postgres::free_port();
-        let config_path = dir.join("zyron.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(ZYRON)
-            .args(["serve", "--config"])
-            .arg(&config_path)
-            .args(["--data-dir"])
-            .arg(dir.join("data"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut server = ServerProcess { child, port };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    /// Waits until the server accepts connections, or returns what it printed if it exited.
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut stderr = String::new();
-                use std::io::Read;
-                self.child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut stderr)
-                    .unwrap();
-                return Err(format!("server exited ({status}): {stderr}"));
-            }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
-            }
-            std::thread::yield_now();
-        }
-        Err("server did not start within 60 s".into())
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-
-    async fn connect(&self) -> Client {
-        let (client, connection) = tokio_postgres::connect(
-            &format!("host=127.0.0.1 port={} user=zyron dbname=zyron", self.port),
-            NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(connection);
-        client
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Small WAL budget between checkpoints, so kills also land during and after checkpoints.
 const CONFIG: &str = "checkpoint_wal_mib = 1\n";
@@ -195,7 +123,7 @@ async fn verify(client: &Client, ledger: &Ledger) -> BTreeMap<i32, i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(dir.path(), CONFIG).unwrap();
+    let server = ZyronProcess::start(dir.path(), CONFIG).unwrap();
     let client = server.connect().await;
     client
         .batch_execute(
@@ -244,7 +172,7 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
             writer.await.unwrap();
         }
         total_acked += acked.load(Ordering::Relaxed);
-        let restarted = ServerProcess::start(dir.path(), CONFIG)
+        let restarted = ZyronProcess::start(dir.path(), CONFIG)
             .unwrap_or_else(|e| panic!("restart {round}: {e}"));
         let client = restarted.connect().await;
         let snapshot = { std::mem::take(&mut *ledger.lock().unwrap()) };
@@ -286,7 +214,7 @@ fn segments(data: &Path) -> Vec<PathBuf> {
 async fn a_torn_wal_tail_is_cut_and_a_zeroed_wal_block_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let no_checkpoints = "checkpoint_wal_mib = 100000\n";
-    let server = ServerProcess::start(dir.path(), no_checkpoints).unwrap();
+    let server = ZyronProcess::start(dir.path(), no_checkpoints).unwrap();
     let client = server.connect().await;
     client
         .batch_execute("CREATE TABLE t (id INT PRIMARY KEY, pad TEXT)")
@@ -316,7 +244,7 @@ async fn a_torn_wal_tail_is_cut_and_a_zeroed_wal_block_refuses_to_start() {
     }
     std::fs::write(&last, &bytes).unwrap();
     let server =
-        ServerProcess::start(dir.path(), no_checkpoints).expect("a torn tail is cut, not fatal");
+        ZyronProcess::start(dir.path(), no_checkpoints).expect("a torn tail is cut, not fatal");
     let client = server.connect().await;
     let count: i64 = client
         .query_one("SELECT count(*) FROM t", &[])
@@ -334,7 +262,7 @@ async fn a_torn_wal_tail_is_cut_and_a_zeroed_wal_block_refuses_to_start() {
         .open(&first)
         .unwrap();
     std::os::unix::fs::FileExt::write_all_at(&file, &[0u8; 4096], 64 * 1024).unwrap();
-    let err = ServerProcess::start(dir.path(), no_checkpoints)
+    let err = ZyronProcess::start(dir.path(), no_checkpoints)
         .err()
         .expect("must refuse to start");
     assert!(err.contains("damaged, not torn"), "{err}");
@@ -343,7 +271,7 @@ async fn a_torn_wal_tail_is_cut_and_a_zeroed_wal_block_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_checkpoint_image_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(dir.path(), CONFIG).unwrap();
+    let server = ZyronProcess::start(dir.path(), CONFIG).unwrap();
     let client = server.connect().await;
     client
         .batch_execute("CREATE TABLE t (id INT PRIMARY KEY, pad TEXT); INSERT INTO t SELECT CAST(value AS INT), repeat('y', 100) FROM generate_series(1, 20000)")
@@ -368,7 +296,7 @@ async fn a_damaged_checkpoint_image_refuses_to_start() {
         .open(&image)
         .unwrap();
     std::os::unix::fs::FileExt::write_all_at(&file, &[0u8; 4096], 8192).unwrap();
-    let err = ServerProcess::start(dir.path(), CONFIG)
+    let err = ZyronProcess::start(dir.path(), CONFIG)
         .err()
         .expect("must refuse to start");
     assert!(
@@ -394,7 +322,7 @@ async fn a_full_disk_fails_the_commit_and_keeps_the_server_up() {
     }
     let _unmount = Unmount(mount.clone());
     let config = "checkpoint_wal_mib = 100000\n";
-    let server = ServerProcess::start(&mount, config).unwrap();
+    let server = ZyronProcess::start(&mount, config).unwrap();
     let client = server.connect().await;
     client
         .batch_execute("CREATE TABLE t (id INT PRIMARY KEY, pad TEXT)")
@@ -428,7 +356,7 @@ async fn a_full_disk_fails_the_commit_and_keeps_the_server_up() {
     assert_eq!(count, acked);
     drop(client);
     server.kill9();
-    let server = ServerProcess::start(&mount, config).expect("restarts on the full disk");
+    let server = ZyronProcess::start(&mount, config).expect("restarts on the full disk");
     let client = server.connect().await;
     let count: i64 = client
         .query_one("SELECT count(*) FROM t", &[])

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod pgbench;
+pub mod process;
+
 use std::net::SocketAddr;
 
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
