@@ -1,0 +1,178 @@
+//! The log's records as they are stored: one JSON object per commit, named
+//! by its version, and checkpoints of the whole table state. The byte-level
+//! contract is `formats/lake/SPEC.md`; this module is its only reader and
+//! writer.
+
+use std::collections::BTreeMap;
+
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+/// Log format version written into every entry and checkpoint. A reader
+/// refuses a newer major; a newer minor only adds fields, which it ignores.
+pub const FORMAT_MAJOR: u32 = 1;
+pub const FORMAT_MINOR: u32 = 0;
+
+/// Digits in a version's file name: sorting names sorts versions.
+const VERSION_DIGITS: usize = 20;
+
+pub const LOG_DIR: &str = "_zyron_log";
+pub const CHECKPOINT_DIR: &str = "_zyron_checkpoints";
+pub const LAST_CHECKPOINT: &str = "_last.json";
+
+/// One commit: everything a transaction changed, applied atomically.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    pub format: (u32, u32),
+    pub version: u64,
+    /// Milliseconds since the Unix epoch; strictly increasing with version
+    /// (a committer writes at least its predecessor's time plus one), so
+    /// time travel can binary-search versions by time.
+    pub timestamp_ms: i64,
+    /// What made the commit (`create`, `append`, `delete`, `optimize`, ...).
+    pub operation: String,
+    /// The snapshot the writer started from.
+    pub read_version: u64,
+    /// Random per commit attempt series: a writer whose put failed
+    /// ambiguously (a timeout after the store wrote it) recognises its own
+    /// commit by this id instead of committing twice.
+    pub commit_id: String,
+    pub actions: Vec<Action>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The table's schema and properties (version 0 holds the first).
+    Metadata(TableMetadata),
+    /// A data file joins the table.
+    Add(DataFile),
+    /// A data file leaves the table (it stays on storage until VACUUM).
+    Remove(RemovedFile),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableMetadata {
+    /// The schema as the SQL layer describes it; the log does not interpret it.
+    pub schema: serde_json::Value,
+    /// Write a checkpoint every this many versions.
+    pub checkpoint_interval: u64,
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+/// A data file and what pruning needs to know about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// Relative to the table's root.
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Per column (by name): zone map of the whole file.
+    #[serde(default)]
+    pub stats: BTreeMap<String, ColumnStats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnStats {
+    pub min: Option<serde_json::Value>,
+    pub max: Option<serde_json::Value>,
+    pub nulls: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemovedFile {
+    pub path: String,
+}
+
+/// The whole table state at one version, so opening reads one checkpoint
+/// plus the entries after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub format: (u32, u32),
+    pub version: u64,
+    pub timestamp_ms: i64,
+    pub metadata: TableMetadata,
+    pub files: Vec<DataFile>,
+}
+
+/// The hint naming the newest checkpoint; it may lag, never lead.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LastCheckpoint {
+    pub version: u64,
+}
+
+pub fn entry_path(root: &Path, version: u64) -> Path {
+    root.clone()
+        .join(LOG_DIR)
+        .join(format!("{version:0VERSION_DIGITS$}.json"))
+}
+
+pub fn checkpoint_path(root: &Path, version: u64) -> Path {
+    root.clone()
+        .join(CHECKPOINT_DIR)
+        .join(format!("{version:0VERSION_DIGITS$}.json"))
+}
+
+pub fn last_checkpoint_path(root: &Path) -> Path {
+    root.clone().join(CHECKPOINT_DIR).join(LAST_CHECKPOINT)
+}
+
+/// The version a log or checkpoint file name stands for, if it is one.
+pub fn version_of(file_name: &str) -> Option<u64> {
+    let digits = file_name.strip_suffix(".json")?;
+    if digits.len() != VERSION_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Refuses a record written by a newer major version of the format.
+pub fn check_format(format: (u32, u32), what: &str) -> zyron_common::Result<()> {
+    if format.0 > FORMAT_MAJOR {
+        return Err(zyron_common::ZyronError::not_supported(format!(
+            "{what} is lake log format {}.{}; this Zyron reads up to {FORMAT_MAJOR}.x",
+            format.0, format.1
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_names_sort_as_versions_and_parse_back() {
+        let root = Path::from("t");
+        let names: Vec<String> = [0u64, 9, 10, 123_456_789]
+            .iter()
+            .map(|v| entry_path(&root, *v).filename().unwrap().to_owned())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert_eq!(version_of(&names[3]), Some(123_456_789));
+        assert_eq!(version_of("_last.json"), None);
+        assert_eq!(version_of("0000000000000000001.json"), None, "19 digits");
+        assert_eq!(version_of("0000000000000000000a.json"), None);
+    }
+
+    #[test]
+    fn a_newer_major_is_refused_and_a_newer_minor_read() {
+        assert!(check_format((FORMAT_MAJOR, FORMAT_MINOR + 1), "entry").is_ok());
+        let err = check_format((FORMAT_MAJOR + 1, 0), "entry 7").unwrap_err();
+        assert_eq!(err.sqlstate().code(), "0A000");
+        assert!(err.message().contains("entry 7"), "{}", err.message());
+    }
+
+    #[test]
+    fn unknown_fields_of_a_newer_minor_are_ignored() {
+        let json = r#"{"format":[1,3],"version":4,"timestamp_ms":10,"operation":"append",
+            "read_version":3,"commit_id":"x","actions":[{"add":{"path":"data/a.zyr",
+            "rows":1,"bytes":2,"future_field":true}}],"also_new":1}"#;
+        let commit: Commit = serde_json::from_str(json).unwrap();
+        assert_eq!(commit.version, 4);
+        assert!(matches!(&commit.actions[0], Action::Add(f) if f.path == "data/a.zyr"));
+    }
+}

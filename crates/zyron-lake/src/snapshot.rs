@@ -1,0 +1,112 @@
+//! A table's state at one version: its metadata and its live data files,
+//! rebuilt by applying commits in version order to a checkpoint.
+
+use std::collections::BTreeMap;
+
+use zyron_common::{Result, SqlState, ZyronError};
+
+use crate::log::{Action, Checkpoint, Commit, DataFile, FORMAT_MAJOR, FORMAT_MINOR, TableMetadata};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub version: u64,
+    pub timestamp_ms: i64,
+    pub metadata: TableMetadata,
+    /// Live data files by path.
+    pub files: BTreeMap<String, DataFile>,
+}
+
+impl Snapshot {
+    /// The state a table has right after its creating commit (version 0).
+    pub fn from_creation(commit: &Commit) -> Result<Snapshot> {
+        let metadata = commit
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Metadata(m) => Some(m.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| corrupt(commit.version, "the first commit holds no metadata"))?;
+        let mut snapshot = Snapshot {
+            version: commit.version,
+            timestamp_ms: commit.timestamp_ms,
+            metadata,
+            files: BTreeMap::new(),
+        };
+        snapshot.apply_actions(commit)?;
+        Ok(snapshot)
+    }
+
+    pub fn from_checkpoint(checkpoint: Checkpoint) -> Snapshot {
+        Snapshot {
+            version: checkpoint.version,
+            timestamp_ms: checkpoint.timestamp_ms,
+            metadata: checkpoint.metadata,
+            files: checkpoint
+                .files
+                .into_iter()
+                .map(|f| (f.path.clone(), f))
+                .collect(),
+        }
+    }
+
+    pub fn to_checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            format: (FORMAT_MAJOR, FORMAT_MINOR),
+            version: self.version,
+            timestamp_ms: self.timestamp_ms,
+            metadata: self.metadata.clone(),
+            files: self.files.values().cloned().collect(),
+        }
+    }
+
+    /// Moves the snapshot to `commit`, which must be the next version.
+    pub fn apply(&mut self, commit: &Commit) -> Result<()> {
+        if commit.version != self.version + 1 {
+            return Err(corrupt(
+                commit.version,
+                &format!("follows version {} in the log", self.version),
+            ));
+        }
+        self.apply_actions(commit)?;
+        self.version = commit.version;
+        self.timestamp_ms = commit.timestamp_ms;
+        Ok(())
+    }
+
+    fn apply_actions(&mut self, commit: &Commit) -> Result<()> {
+        for action in &commit.actions {
+            match action {
+                Action::Metadata(metadata) => self.metadata = metadata.clone(),
+                Action::Add(file) => {
+                    if self.files.insert(file.path.clone(), file.clone()).is_some() {
+                        return Err(corrupt(
+                            commit.version,
+                            &format!("adds {} twice", file.path),
+                        ));
+                    }
+                }
+                Action::Remove(file) => {
+                    if self.files.remove(&file.path).is_none() {
+                        return Err(corrupt(
+                            commit.version,
+                            &format!("removes {}, which is not in the table", file.path),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.files.values().map(|f| f.rows).sum()
+    }
+}
+
+fn corrupt(version: u64, what: &str) -> ZyronError {
+    ZyronError::new(
+        SqlState::DATA_CORRUPTED,
+        format!("lake log entry {version} {what}"),
+    )
+}

@@ -1,0 +1,471 @@
+//! A lake table: its log on an object store, opened as snapshots and
+//! changed by optimistic commits.
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use std::sync::Arc;
+//! use object_store::{memory::InMemory, path::Path};
+//! use zyron_lake::{Action, DataFile, LakeTable, TableMetadata};
+//!
+//! let store = Arc::new(InMemory::new());
+//! let metadata = TableMetadata { schema: serde_json::json!({"a": "int64"}),
+//!                                checkpoint_interval: 100, properties: Default::default() };
+//! let table = LakeTable::create(store, Path::from("t"), metadata).await.unwrap();
+//! let start = table.latest().await.unwrap();
+//! let file = DataFile { path: "data/1.zyr".into(), rows: 10, bytes: 100, stats: Default::default() };
+//! let done = table.commit(&start, "append", vec![Action::Add(file)]).await.unwrap();
+//! assert_eq!(done.version, 1);
+//! assert_eq!(table.latest().await.unwrap().rows(), 10);
+//! # });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     futures::executor::block_on(f)
+//! # }
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use zyron_common::{Result, SqlState, ZyronError};
+
+use crate::log::{
+    Action, CHECKPOINT_DIR, Checkpoint, Commit, FORMAT_MAJOR, FORMAT_MINOR, LOG_DIR,
+    LastCheckpoint, TableMetadata, check_format, checkpoint_path, entry_path, last_checkpoint_path,
+    version_of,
+};
+use crate::snapshot::Snapshot;
+
+/// A writer that loses the race this many times in a row gives up (with
+/// 40001) rather than spin; each loss means another commit landed, so the
+/// table made progress.
+pub const MAX_COMMIT_ATTEMPTS: usize = 1_000;
+
+/// Log entries fetched at once while opening a table.
+const CONCURRENT_ENTRY_READS: usize = 16;
+
+#[derive(Debug, Clone)]
+pub struct LakeTable {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+/// The outcome of a commit.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub version: u64,
+    /// 1 when nobody else committed meanwhile.
+    pub attempts: usize,
+    /// The table right after this commit.
+    pub snapshot: Snapshot,
+    /// Whether this commit also wrote a checkpoint.
+    pub checkpointed: bool,
+}
+
+impl LakeTable {
+    /// A handle on the table at `root`; nothing is read until asked.
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> LakeTable {
+        LakeTable { store, root }
+    }
+
+    /// Creates the table: version 0 holds its metadata. Fails with 42P07 if
+    /// a table already exists at `root`.
+    pub async fn create(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        metadata: TableMetadata,
+    ) -> Result<LakeTable> {
+        if metadata.checkpoint_interval == 0 {
+            return Err(ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                "checkpoint_interval must be at least 1",
+            ));
+        }
+        let table = LakeTable::new(store, root);
+        let commit = Commit {
+            format: (FORMAT_MAJOR, FORMAT_MINOR),
+            version: 0,
+            timestamp_ms: now_ms(),
+            operation: "create".into(),
+            read_version: 0,
+            commit_id: new_commit_id(),
+            actions: vec![Action::Metadata(metadata)],
+        };
+        match table.put_new(&entry_path(&table.root, 0), &commit).await {
+            Ok(true) => Ok(table),
+            Ok(false) => Err(ZyronError::new(
+                SqlState::DUPLICATE_TABLE,
+                format!("a lake table already exists at {}", table.root),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The newest version: the newest checkpoint the hint names, then every
+    /// entry after it (one listing plus concurrent reads), so opening does
+    /// not grow with the table's history.
+    pub async fn latest(&self) -> Result<Snapshot> {
+        let mut snapshot = self.base_snapshot(u64::MAX).await?;
+        let offset = entry_path(&self.root, snapshot.version);
+        let prefix = self.root.clone().join(LOG_DIR);
+        let mut versions: Vec<u64> = self
+            .store
+            .list_with_offset(Some(&prefix), &offset)
+            .map_err(|e| store_error("listing the lake log", &e))
+            .try_filter_map(|meta| async move { Ok(meta.location.filename().and_then(version_of)) })
+            .try_collect()
+            .await?;
+        versions.sort_unstable();
+        let entries: Vec<Commit> = futures::stream::iter(versions)
+            .map(|version| self.read_entry(version))
+            .buffered(CONCURRENT_ENTRY_READS)
+            .try_collect()
+            .await?;
+        for entry in &entries {
+            snapshot.apply(entry)?;
+        }
+        // Entries written after the listing are picked up by the next open
+        // or by a commit that races them.
+        Ok(snapshot)
+    }
+
+    /// The table as of `version` (time travel).
+    pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
+        let mut snapshot = self.base_snapshot(version).await?;
+        while snapshot.version < version {
+            let next = snapshot.version + 1;
+            match self.try_read_entry(next).await? {
+                Some(entry) => snapshot.apply(&entry)?,
+                None => return Err(self.missing_version(version, next).await),
+            }
+        }
+        Ok(snapshot)
+    }
+
+    /// Why entry `missing` could not be read on the way to `version`: the
+    /// version is in the future, or the log lost an entry it must hold.
+    async fn missing_version(&self, version: u64, missing: u64) -> ZyronError {
+        match self.latest().await {
+            Ok(latest) if latest.version < version => ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!(
+                    "lake table {} has no version {version} (latest is {})",
+                    self.root, latest.version
+                ),
+            ),
+            Ok(_) => ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!(
+                    "lake log entry {missing} of {} is missing (deleted by hand?); \
+                     versions before the newest checkpoint after it cannot be read",
+                    self.root
+                ),
+            ),
+            Err(e) => e,
+        }
+    }
+
+    /// The table as it was at `timestamp_ms`: the last version committed at
+    /// or before it. Commit times strictly increase with versions, so this
+    /// is a binary search (log2 of the history in reads).
+    pub async fn at_timestamp(&self, timestamp_ms: i64) -> Result<Snapshot> {
+        let latest = self.latest().await?;
+        if timestamp_ms >= latest.timestamp_ms {
+            return Ok(latest);
+        }
+        let (mut lo, mut hi) = (0u64, latest.version); // ts(lo) <= target < ts(hi), once lo is checked
+        let first = self.read_entry(0).await?;
+        if timestamp_ms < first.timestamp_ms {
+            return Err(ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!(
+                    "lake table {} did not exist at {timestamp_ms} ms (created at {} ms)",
+                    self.root, first.timestamp_ms
+                ),
+            ));
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.read_entry(mid).await?.timestamp_ms <= timestamp_ms {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        self.at_version(lo).await
+    }
+
+    /// Commits `actions` made against `base`. If other writers committed
+    /// since, their commits are read and checked for a real conflict (the
+    /// same file removed twice, or a metadata change on either side); with
+    /// none, the commit is retried on top of them, so concurrent appends
+    /// never lose a commit. A conflict fails with 40001.
+    pub async fn commit(
+        &self,
+        base: &Snapshot,
+        operation: &str,
+        actions: Vec<Action>,
+    ) -> Result<Committed> {
+        validate(base, &actions)?;
+        let commit_id = new_commit_id();
+        let mut current = base.clone();
+        for attempt in 1..=MAX_COMMIT_ATTEMPTS {
+            let commit = Commit {
+                format: (FORMAT_MAJOR, FORMAT_MINOR),
+                version: current.version + 1,
+                timestamp_ms: now_ms().max(current.timestamp_ms + 1),
+                operation: operation.to_owned(),
+                read_version: base.version,
+                commit_id: commit_id.clone(),
+                actions: actions.clone(),
+            };
+            let path = entry_path(&self.root, commit.version);
+            let won = match self.put_new(&path, &commit).await? {
+                true => true,
+                // Ours after all if an earlier attempt's put reached the store.
+                false => self.read_entry(commit.version).await?.commit_id == commit_id,
+            };
+            if won {
+                current.apply(&commit)?;
+                let checkpointed = self.checkpoint_if_due(&current).await;
+                return Ok(Committed {
+                    version: commit.version,
+                    attempts: attempt,
+                    snapshot: current,
+                    checkpointed,
+                });
+            }
+            self.catch_up(&mut current, &actions).await?;
+        }
+        Err(ZyronError::new(
+            SqlState::SERIALIZATION_FAILURE,
+            format!(
+                "gave up committing to lake table {} after {MAX_COMMIT_ATTEMPTS} lost races",
+                self.root
+            ),
+        ))
+    }
+
+    /// Applies every commit after `current` to it, checking each against ours.
+    async fn catch_up(&self, current: &mut Snapshot, ours: &[Action]) -> Result<()> {
+        while let Some(winner) = self.try_read_entry(current.version + 1).await? {
+            if let Some(reason) = conflict(ours, &winner) {
+                return Err(ZyronError::new(
+                    SqlState::SERIALIZATION_FAILURE,
+                    format!(
+                        "could not commit to lake table {}: concurrent commit {} ({}) {reason}",
+                        self.root, winner.version, winner.operation
+                    ),
+                )
+                .with_hint("Retry the transaction: it will see the other commit."));
+            }
+            current.apply(&winner)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint at every `checkpoint_interval`-th version. A
+    /// failure here loses nothing (the log is complete without it), so it is
+    /// reported, not raised.
+    async fn checkpoint_if_due(&self, snapshot: &Snapshot) -> bool {
+        if snapshot.version % snapshot.metadata.checkpoint_interval != 0 {
+            return false;
+        }
+        self.write_checkpoint(snapshot).await.is_ok()
+    }
+
+    /// Writes `snapshot` as a checkpoint and points the hint at it.
+    pub async fn write_checkpoint(&self, snapshot: &Snapshot) -> Result<()> {
+        let path = checkpoint_path(&self.root, snapshot.version);
+        // Two writers may race to write the same checkpoint: same content.
+        self.put_new(&path, &snapshot.to_checkpoint()).await?;
+        let hint = LastCheckpoint {
+            version: snapshot.version,
+        };
+        // The hint may go backwards if an older writer overwrites a newer
+        // hint: readers only lose some speed, never correctness.
+        self.store
+            .put(&last_checkpoint_path(&self.root), json_payload(&hint)?)
+            .await
+            .map_err(|e| store_error("writing the checkpoint hint", &e))?;
+        Ok(())
+    }
+
+    /// The newest checkpoint at or before `version` (the hint names it when
+    /// it is recent enough; otherwise the checkpoints are listed), or the
+    /// creating commit when there is none.
+    async fn base_snapshot(&self, version: u64) -> Result<Snapshot> {
+        let hint: Option<LastCheckpoint> = self
+            .try_read_json(&last_checkpoint_path(&self.root))
+            .await?;
+        let checkpoint_version = match hint {
+            Some(hint) if hint.version <= version => Some(hint.version),
+            Some(_) => self.newest_checkpoint_at_or_before(version).await?,
+            None => None,
+        };
+        if let Some(at) = checkpoint_version {
+            let path = checkpoint_path(&self.root, at);
+            if let Some(checkpoint) = self.try_read_json::<Checkpoint>(&path).await? {
+                check_format(checkpoint.format, &format!("checkpoint {at}"))?;
+                return Ok(Snapshot::from_checkpoint(checkpoint));
+            }
+        }
+        let creation = self.try_read_entry(0).await?.ok_or_else(|| {
+            ZyronError::new(
+                SqlState::UNDEFINED_TABLE,
+                format!("no lake table at {}", self.root),
+            )
+        })?;
+        Snapshot::from_creation(&creation)
+    }
+
+    async fn newest_checkpoint_at_or_before(&self, version: u64) -> Result<Option<u64>> {
+        let prefix = self.root.clone().join(CHECKPOINT_DIR);
+        let versions: Vec<u64> = self
+            .store
+            .list(Some(&prefix))
+            .map_err(|e| store_error("listing lake checkpoints", &e))
+            .try_filter_map(|meta| async move { Ok(meta.location.filename().and_then(version_of)) })
+            .try_collect()
+            .await?;
+        Ok(versions.into_iter().filter(|v| *v <= version).max())
+    }
+
+    /// One commit of the log, as written.
+    pub async fn entry(&self, version: u64) -> Result<Commit> {
+        self.read_entry(version).await
+    }
+
+    async fn read_entry(&self, version: u64) -> Result<Commit> {
+        self.try_read_entry(version).await?.ok_or_else(|| {
+            ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!("lake log entry {version} of {} is missing", self.root),
+            )
+        })
+    }
+
+    async fn try_read_entry(&self, version: u64) -> Result<Option<Commit>> {
+        let entry: Option<Commit> = self.try_read_json(&entry_path(&self.root, version)).await?;
+        if let Some(entry) = &entry {
+            check_format(entry.format, &format!("lake log entry {version}"))?;
+            if entry.version != version {
+                return Err(ZyronError::new(
+                    SqlState::DATA_CORRUPTED,
+                    format!(
+                        "lake log entry {version} says it is version {}",
+                        entry.version
+                    ),
+                ));
+            }
+        }
+        Ok(entry)
+    }
+
+    async fn try_read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>> {
+        let bytes = match self.store.get(path).await {
+            Ok(result) => result
+                .bytes()
+                .await
+                .map_err(|e| store_error(&format!("reading {path}"), &e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(store_error(&format!("reading {path}"), &e)),
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!("{path} is not a valid lake log record: {e}"),
+            )
+        })
+    }
+
+    /// Put-if-absent: true if this call created the object, false if it existed.
+    async fn put_new<T: Serialize>(&self, path: &Path, value: &T) -> Result<bool> {
+        let options = object_store::PutOptions::from(PutMode::Create);
+        match self
+            .store
+            .put_opts(path, json_payload(value)?, options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(store_error(&format!("writing {path}"), &e)),
+        }
+    }
+}
+
+/// Why `winner` (committed first) conflicts with `ours`, if it does.
+fn conflict(ours: &[Action], winner: &Commit) -> Option<String> {
+    let changes_metadata =
+        |actions: &[Action]| actions.iter().any(|a| matches!(a, Action::Metadata(_)));
+    if changes_metadata(&winner.actions) {
+        return Some("changed the table's schema or properties".into());
+    }
+    if changes_metadata(ours) {
+        return Some("changed the table while this commit changes its schema or properties".into());
+    }
+    let removed_by_winner: BTreeSet<&str> = removed(&winner.actions).collect();
+    removed(ours)
+        .find(|path| removed_by_winner.contains(path))
+        .map(|path| format!("also removed {path}"))
+}
+
+fn removed(actions: &[Action]) -> impl Iterator<Item = &str> {
+    actions.iter().filter_map(|a| match a {
+        Action::Remove(file) => Some(file.path.as_str()),
+        _ => None,
+    })
+}
+
+/// Refuses actions that cannot apply to `base` (before any race).
+fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
+    let mut trial = base.clone();
+    let probe = Commit {
+        format: (FORMAT_MAJOR, FORMAT_MINOR),
+        version: base.version + 1,
+        timestamp_ms: base.timestamp_ms + 1,
+        operation: "validate".into(),
+        read_version: base.version,
+        commit_id: String::new(),
+        actions: actions.to_vec(),
+    };
+    trial.apply(&probe).map_err(|e| {
+        ZyronError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            e.message().replace("lake log entry", "commit to version"),
+        )
+    })
+}
+
+fn json_payload<T: Serialize>(value: &T) -> Result<PutPayload> {
+    serde_json::to_vec(value)
+        .map(PutPayload::from)
+        .map_err(|e| ZyronError::internal(format!("encoding a lake log record: {e}")))
+}
+
+fn store_error(context: &str, err: &object_store::Error) -> ZyronError {
+    ZyronError::new(SqlState::IO_ERROR, format!("{context}: {err}"))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn new_commit_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
