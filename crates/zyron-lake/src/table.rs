@@ -234,7 +234,8 @@ impl LakeTable {
             let path = entry_path(&self.root, commit.version);
             let won = match self.put_new(&path, &commit).await? {
                 true => true,
-                // Ours after all if an earlier attempt's put reached the store.
+                // Ours after all when object_store retried this put (say,
+                // after a timeout) and its first try had landed.
                 false => self.read_entry(commit.version).await?.commit_id == commit_id,
             };
             if won {
@@ -429,24 +430,31 @@ fn removed(actions: &[Action]) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Refuses actions that cannot apply to `base` (before any race).
+/// Refuses actions that cannot apply to `base` (before any race): a
+/// removed file must be live, an added path must not be.
 fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
-    let mut trial = base.clone();
-    let probe = Commit {
-        format: (FORMAT_MAJOR, FORMAT_MINOR),
-        version: base.version + 1,
-        timestamp_ms: base.timestamp_ms + 1,
-        operation: "validate".into(),
-        read_version: base.version,
-        commit_id: String::new(),
-        actions: actions.to_vec(),
-    };
-    trial.apply(&probe).map_err(|e| {
-        ZyronError::new(
-            SqlState::INVALID_PARAMETER_VALUE,
-            e.message().replace("lake log entry", "commit to version"),
-        )
-    })
+    let mut live: BTreeSet<&str> = base.files.keys().map(String::as_str).collect();
+    for action in actions {
+        let refused = match action {
+            Action::Add(file) if !live.insert(&file.path) => {
+                Some(("adds", &file.path, "already is"))
+            }
+            Action::Remove(file) if !live.remove(file.path.as_str()) => {
+                Some(("removes", &file.path, "is not"))
+            }
+            _ => None,
+        };
+        if let Some((verb, path, state)) = refused {
+            return Err(ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!(
+                    "a commit {verb} {path}, which {state} in the table at version {}",
+                    base.version
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn json_payload<T: Serialize>(value: &T) -> Result<PutPayload> {
