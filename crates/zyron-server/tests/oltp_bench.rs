@@ -13,11 +13,9 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::pgbench::{Outcome, books_balance, measure, pgbench, until_answering};
+use common::pgbench::{Outcome, books_balance, measure, pgbench, start_peer};
 use common::process::ZyronProcess;
-use zyron_bench::postgres::{TempPostgres, bin_dir};
+use zyron_bench::postgres::bin_dir;
 use zyron_bench::{Metric, SuiteRun};
 
 fn run(port: u16, clients: usize, mode: &str, seconds: u64) -> Result<Outcome, String> {
@@ -41,18 +39,15 @@ async fn oltp_suite() {
     }
     let zyron_dir = tempfile::tempdir().unwrap();
     let zyron = ZyronProcess::start(zyron_dir.path(), "").unwrap();
-    let mut postgres = TempPostgres::init().ok();
-    if let Some(pg) = postgres.as_mut() {
-        pg.spawn(&[
+    let postgres = start_peer(
+        &mut run_record,
+        &[
             ("shared_buffers", "1GB"),
             ("synchronous_commit", "on"),
             ("max_connections", "200"),
-        ])
-        .unwrap();
-        until_answering(pg.port(), Instant::now()).await;
-    } else {
-        run_record.skip("PostgreSQL 15 could not be started; Zyron runs alone");
-    }
+        ],
+    )
+    .await;
     let pg_port = postgres.as_ref().map(|pg| pg.port());
     let init = ["-i", "-s", &scale.to_string(), "-q"];
     pgbench(zyron.port, &init, None).unwrap();

@@ -24,7 +24,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::pgbench::{books_balance, connect, measure, pgbench, until_answering};
+use common::pgbench::{books_balance, connect, measure, pgbench, start_peer, until_answering};
 use common::process::{ZyronProcess, logged_field};
 use zyron_bench::postgres::{TempPostgres, bin_dir};
 use zyron_bench::{Metric, Samples, SuiteRun};
@@ -157,13 +157,7 @@ async fn recovery_suite() {
     }
     let zyron_dir = tempfile::tempdir().unwrap();
     let mut zyron = ZyronProcess::start(zyron_dir.path(), ZYRON_CONFIG).unwrap();
-    let mut postgres = TempPostgres::init().ok();
-    if let Some(pg) = postgres.as_mut() {
-        pg.spawn(PG_SETTINGS).unwrap();
-        until_answering(pg.port(), Instant::now()).await;
-    } else {
-        run_record.skip("PostgreSQL 15 could not be started; Zyron runs alone");
-    }
+    let mut postgres = start_peer(&mut run_record, PG_SETTINGS).await;
     let init = ["-i", "-s", &scale.to_string(), "-q"];
     pgbench(zyron.port, &init, None).unwrap();
     if let Some(pg) = &postgres {

@@ -24,9 +24,8 @@ use futures::SinkExt;
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-use common::pgbench::{connect, until_answering};
+use common::pgbench::{connect, start_peer};
 use common::process::ZyronProcess;
-use zyron_bench::postgres::TempPostgres;
 use zyron_bench::{Metric, Samples, SuiteRun};
 
 const PEER: &str = "PostgreSQL 15 (heap + btree)";
@@ -195,14 +194,11 @@ async fn storage_suite() {
     let zyron_dir = tempfile::tempdir().unwrap();
     let zyron = ZyronProcess::start(zyron_dir.path(), "").unwrap();
     let zyron_client = zyron.connect().await;
-    let mut postgres = TempPostgres::init().ok();
-    if let Some(pg) = postgres.as_mut() {
-        pg.spawn(&[("shared_buffers", "1GB"), ("synchronous_commit", "on")])
-            .unwrap();
-        until_answering(pg.port(), Instant::now()).await;
-    } else {
-        run_record.skip("PostgreSQL 15 could not be started; Zyron runs alone");
-    }
+    let postgres = start_peer(
+        &mut run_record,
+        &[("shared_buffers", "1GB"), ("synchronous_commit", "on")],
+    )
+    .await;
     let pg_client = match &postgres {
         Some(pg) => Some(connect(pg.port()).await.unwrap()),
         None => None,

@@ -20,11 +20,9 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::pgbench::{Outcome, connect, measure, pgbench, until_answering};
+use common::pgbench::{Outcome, connect, measure, pgbench, start_peer};
 use common::process::ZyronProcess;
-use zyron_bench::postgres::{TempPostgres, bin_dir};
+use zyron_bench::postgres::bin_dir;
 use zyron_bench::{Metric, SuiteRun};
 
 const PEER: &str = "PostgreSQL 15 (synchronous_commit=on)";
@@ -147,14 +145,11 @@ async fn transaction_suite() {
     }
     let zyron_dir = tempfile::tempdir().unwrap();
     let zyron = ZyronProcess::start(zyron_dir.path(), "").unwrap();
-    let mut postgres = TempPostgres::init().ok();
-    if let Some(pg) = postgres.as_mut() {
-        pg.spawn(&[("shared_buffers", "1GB"), ("synchronous_commit", "on")])
-            .unwrap();
-        until_answering(pg.port(), Instant::now()).await;
-    } else {
-        run_record.skip("PostgreSQL 15 could not be started; Zyron runs alone");
-    }
+    let postgres = start_peer(
+        &mut run_record,
+        &[("shared_buffers", "1GB"), ("synchronous_commit", "on")],
+    )
+    .await;
     let pg_port = postgres.as_ref().map(|pg| pg.port());
     let init = ["-i", "-s", &scale.to_string(), "-q"];
     for port in std::iter::once(zyron.port).chain(pg_port) {

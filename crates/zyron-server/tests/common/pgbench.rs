@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::NoTls;
-use zyron_bench::Samples;
-use zyron_bench::postgres::bin_dir;
+use zyron_bench::postgres::{TempPostgres, bin_dir};
+use zyron_bench::{Samples, SuiteRun};
 
 /// What one pgbench run reported.
 pub struct Outcome {
@@ -152,4 +152,25 @@ pub async fn books_balance(port: u16, expected_history: u64) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// The PostgreSQL 15 peer of a suite, started with `settings` and answering;
+/// if it cannot start, the run records why and Zyron runs alone.
+pub async fn start_peer(
+    run_record: &mut SuiteRun,
+    settings: &[(&str, &str)],
+) -> Option<TempPostgres> {
+    let started = TempPostgres::init().and_then(|mut pg| pg.spawn(settings).map(|()| pg));
+    match started {
+        Ok(pg) => {
+            until_answering(pg.port(), Instant::now()).await;
+            Some(pg)
+        }
+        Err(reason) => {
+            run_record.skip(format!(
+                "PostgreSQL 15 could not be started ({reason}); Zyron runs alone"
+            ));
+            None
+        }
+    }
 }
