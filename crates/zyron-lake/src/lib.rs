@@ -9,10 +9,12 @@
 //!   committing with optimistic concurrency: a writer that loses the race
 //!   reads the winners, checks for a real conflict, and retries.
 //!
-//! - [`location`]: `s3://bucket/prefix` or a local directory as a store.
+//! - [`location`]: `s3://bucket/prefix` or a local directory as a store;
+//!   [`durable_local`]: the local filesystem with fsynced puts.
 //!
 //! No DataFusion here: the SQL layer builds on this crate.
 
+pub mod durable_local;
 pub mod location;
 pub mod log;
 pub mod snapshot;

@@ -6,14 +6,16 @@
 //! `AWS_ENDPOINT` for S3-compatible servers, `AWS_ALLOW_HTTP=true` for a
 //! plain-HTTP endpoint), read by `object_store`'s `AmazonS3Builder`.
 //! Conditional puts (`If-None-Match: *`) are always on: the log needs them.
+//! A local directory gets [`DurableLocalFileSystem`]: puts are fsynced.
 
 use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use zyron_common::{Result, SqlState, ZyronError};
+
+use crate::durable_local::DurableLocalFileSystem;
 
 /// A table's storage: the store and the root of the table inside it.
 #[derive(Debug, Clone)]
@@ -43,7 +45,7 @@ impl Location {
         std::fs::create_dir_all(dir)
             .map_err(|e| ZyronError::io(&format!("creating lake directory {dir}"), &e))?;
         let store =
-            LocalFileSystem::new_with_prefix(dir).map_err(|e| invalid(location, &e.to_string()))?;
+            DurableLocalFileSystem::new(dir).map_err(|e| invalid(location, &e.to_string()))?;
         Ok(Location {
             store: Arc::new(store),
             root: Path::default(),

@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use object_store::aws::AmazonS3Builder;
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use zyron_bench::seaweedfs::SeaweedFs;
 use zyron_lake::{Action, DataFile, LakeTable, RemovedFile, Snapshot, TableMetadata};
 
+/// What `Location::parse` gives a local directory: fsynced puts.
 fn local_store(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
+    zyron_lake::Location::parse(dir.path().to_str().unwrap())
+        .unwrap()
+        .store
 }
 
 /// A SeaweedFS S3 gateway of its own and a store on its bucket.
