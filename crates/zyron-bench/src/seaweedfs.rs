@@ -9,7 +9,8 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::machine::command_output;
@@ -20,6 +21,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct SeaweedFs {
     child: Child,
+    /// For a shared server: the pipe whose end (this process exiting)
+    /// makes the watchdog kill `weed`.
+    _lifeline: Option<ChildStdin>,
     _dir: tempfile::TempDir,
     pub s3_port: u16,
     pub bucket: String,
@@ -43,14 +47,42 @@ pub fn weed_binary() -> Result<PathBuf, String> {
 
 impl SeaweedFs {
     /// Starts `weed server` with S3 in a temporary directory and creates `bucket`.
+    /// Dropping it kills the server.
     pub fn start(bucket: &str) -> Result<SeaweedFs, String> {
+        Self::spawn(bucket, false)
+    }
+
+    /// One server for the whole test process (bucket `zyron`), started on
+    /// first use: tests share it under different prefixes instead of each
+    /// starting their own (seconds each, and many at once race for ports).
+    /// A watchdog shell kills `weed` when this process exits, however it
+    /// exits, since statics are never dropped.
+    pub fn shared() -> Result<&'static SeaweedFs, String> {
+        static SHARED: OnceLock<Result<SeaweedFs, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Self::spawn("zyron", true))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn spawn(bucket: &str, watchdog: bool) -> Result<SeaweedFs, String> {
         let weed = weed_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("zyron-seaweedfs")
             .tempdir()
             .map_err(|e| e.to_string())?;
         let s3_port = free_port();
-        let mut command = Command::new(&weed);
+        let mut command = if watchdog {
+            // `weed` runs in the background; `read` returns when our end of
+            // stdin closes, which the kernel does when this process ends.
+            let mut sh = Command::new("sh");
+            sh.args(["-c", "\"$@\" & read _; kill -9 $!", "sh"])
+                .arg(&weed)
+                .stdin(Stdio::piped());
+            sh
+        } else {
+            Command::new(&weed)
+        };
         command
             .arg("server")
             .arg(format!("-dir={}", dir.path().display()))
@@ -76,12 +108,13 @@ impl SeaweedFs {
             command.arg(format!("-{flag}={}", free_port()));
         }
         let log = std::fs::File::create(dir.path().join("weed.log")).map_err(|e| e.to_string())?;
-        let child = command
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .map_err(|e| format!("starting {}: {e}", weed.display()))?;
         let mut server = SeaweedFs {
+            _lifeline: child.stdin.take(),
             child,
             _dir: dir,
             s3_port,

@@ -66,26 +66,11 @@ fn classify(err: &DataFusionError) -> ZyronError {
                 return zyron.clone();
             }
             match source.downcast_ref::<zyron_format::FormatError>() {
-                Some(format) => format_error_to_zyron(format),
+                Some(format) => format.to_zyron(),
                 None => message_to_zyron(&err.message()),
             }
         }
         other => message_to_zyron(&other.message()),
-    }
-}
-
-/// A damaged or unreadable `.zyr` file is data corruption (XX001), not a query error.
-pub fn format_error_to_zyron(err: &zyron_format::FormatError) -> ZyronError {
-    use zyron_format::FormatError as F;
-    match err {
-        F::Corrupt(_) | F::Checksum { .. } => {
-            ZyronError::new(SqlState::DATA_CORRUPTED, err.to_string())
-        }
-        F::Unsupported(_) | F::Unwritable(_) => {
-            ZyronError::new(SqlState::FEATURE_NOT_SUPPORTED, err.to_string())
-        }
-        F::Io(io) => ZyronError::io("I/O error on a .zyr file", io),
-        F::ObjectStore(_) | F::Arrow(_) => ZyronError::new(SqlState::IO_ERROR, err.to_string()),
     }
 }
 

@@ -32,6 +32,32 @@ pub enum FormatError {
 
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 
+impl FormatError {
+    /// The error a client sees: a damaged or unreadable file is data
+    /// corruption (XX001), not a query error.
+    pub fn to_zyron(&self) -> zyron_common::ZyronError {
+        use zyron_common::{SqlState, ZyronError};
+        match self {
+            FormatError::Corrupt(_) | FormatError::Checksum { .. } => {
+                ZyronError::new(SqlState::DATA_CORRUPTED, self.to_string())
+            }
+            FormatError::Unsupported(_) | FormatError::Unwritable(_) => {
+                ZyronError::new(SqlState::FEATURE_NOT_SUPPORTED, self.to_string())
+            }
+            FormatError::Io(io) => ZyronError::io("I/O error on a .zyr file", io),
+            FormatError::ObjectStore(_) | FormatError::Arrow(_) => {
+                ZyronError::new(SqlState::IO_ERROR, self.to_string())
+            }
+        }
+    }
+}
+
+impl From<FormatError> for zyron_common::ZyronError {
+    fn from(err: FormatError) -> Self {
+        err.to_zyron()
+    }
+}
+
 /// Shorthand for a [`FormatError::Corrupt`] error.
 pub(crate) fn corrupt<T>(what: impl Into<String>) -> Result<T> {
     Err(FormatError::Corrupt(what.into()))

@@ -9,18 +9,29 @@
 //!   committing with optimistic concurrency: a writer that loses the race
 //!   reads the winners, checks for a real conflict, and retries.
 //!
+//! - [`data`]: data files written as `.zyr` with their zone maps in the
+//!   log, read back with deletion vectors applied and files pruned;
+//!   [`LakeWrite`] gathers a transaction's appends and deletes.
+//! - [`rowset`]: deletion vectors (row positions as ranges).
+//!
 //! - [`location`]: `s3://bucket/prefix` or a local directory as a store;
 //!   [`durable_local`]: the local filesystem with fsynced puts.
 //!
 //! No DataFusion here: the SQL layer builds on this crate.
 
+pub mod data;
 pub mod durable_local;
 pub mod location;
 pub mod log;
+pub mod rowset;
 pub mod snapshot;
 pub mod table;
 
+pub use data::{FileFilter, LakeWrite, RowMask, ScanReport};
 pub use location::Location;
-pub use log::{Action, ColumnStats, Commit, DataFile, RemovedFile, TableMetadata};
+pub use log::{
+    Action, ColumnStats, Commit, DataFile, DeletedRows, RemovedFile, StatRange, TableMetadata,
+};
+pub use rowset::RowSet;
 pub use snapshot::Snapshot;
 pub use table::{Committed, LakeTable, MAX_COMMIT_ATTEMPTS};

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
+use crate::rowset::RowSet;
+
 /// Log format version written into every entry and checkpoint. A reader
 /// refuses a newer major; a newer minor only adds fields, which it ignores.
 pub const FORMAT_MAJOR: u32 = 1;
@@ -49,6 +51,9 @@ pub enum Action {
     Add(DataFile),
     /// A data file leaves the table (it stays on storage until VACUUM).
     Remove(RemovedFile),
+    /// Rows of a live data file are deleted (merge-on-read: the file is not
+    /// rewritten; readers skip these positions).
+    DeleteRows(DeletedRows),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,13 +76,58 @@ pub struct DataFile {
     /// Per column (by name): zone map of the whole file.
     #[serde(default)]
     pub stats: BTreeMap<String, ColumnStats>,
+    /// The file's deletion vector: positions (0-based, in file order) of
+    /// rows deleted so far. Absent in an `add`; a checkpoint carries it.
+    #[serde(default, skip_serializing_if = "RowSet::is_empty")]
+    pub deleted: RowSet,
+}
+
+impl DataFile {
+    /// Rows a reader sees: the file's rows minus its deleted ones.
+    pub fn live_rows(&self) -> u64 {
+        self.rows - self.deleted.len()
+    }
+}
+
+/// A column's zone map over a whole file: what pruning needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnStats {
+    /// Values including nulls.
+    pub values: u64,
+    pub nulls: u64,
+    pub range: StatRange,
+}
+
+/// Minimum and maximum of a column's non-null values, in the column's
+/// logical domain (as `zyron_format::Stat`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatRange {
+    /// Unknown (no non-null value, an unordered type, or a float bound that
+    /// JSON cannot spell): never prunes by value.
+    Unknown,
+    Int {
+        min: i128,
+        max: i128,
+    },
+    Float {
+        min: f64,
+        max: f64,
+        has_nan: bool,
+    },
+    /// Hex bytes; when `exact` is false, `min <= every value < max`.
+    Bytes {
+        min: String,
+        max: String,
+        exact: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ColumnStats {
-    pub min: Option<serde_json::Value>,
-    pub max: Option<serde_json::Value>,
-    pub nulls: u64,
+pub struct DeletedRows {
+    pub path: String,
+    /// Positions newly deleted; none of them may already be deleted.
+    pub rows: RowSet,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use zyron_common::{Result, SqlState, ZyronError};
 
-use crate::log::{Action, Checkpoint, Commit, DataFile, FORMAT_MAJOR, FORMAT_MINOR, TableMetadata};
+use crate::log::{
+    Action, Checkpoint, Commit, DataFile, DeletedRows, FORMAT_MAJOR, FORMAT_MINOR, TableMetadata,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -94,13 +96,22 @@ impl Snapshot {
                         ));
                     }
                 }
+                Action::DeleteRows(deleted) => self
+                    .delete_rows(deleted)
+                    .map_err(|why| corrupt(commit.version, &why))?,
             }
         }
         Ok(())
     }
 
+    /// Marks rows of a live file deleted, or says why that cannot apply.
+    fn delete_rows(&mut self, deleted: &DeletedRows) -> std::result::Result<(), String> {
+        delete_rows_of(self.files.get_mut(&deleted.path), deleted)
+    }
+
+    /// Rows a reader sees (deleted rows excluded).
     pub fn rows(&self) -> u64 {
-        self.files.values().map(|f| f.rows).sum()
+        self.files.values().map(DataFile::live_rows).sum()
     }
 }
 
@@ -109,4 +120,34 @@ fn corrupt(version: u64, what: &str) -> ZyronError {
         SqlState::DATA_CORRUPTED,
         format!("lake log entry {version} {what}"),
     )
+}
+
+/// Adds `deleted` to `file`'s deletion vector, or says why it cannot apply
+/// (`file` is `None` when the path is not live).
+pub(crate) fn delete_rows_of(
+    file: Option<&mut DataFile>,
+    deleted: &DeletedRows,
+) -> std::result::Result<(), String> {
+    let Some(file) = file else {
+        return Err(format!(
+            "deletes rows of {}, which is not in the table",
+            deleted.path
+        ));
+    };
+    if deleted.rows.end() > file.rows {
+        return Err(format!(
+            "deletes row {} of {}, which has {} rows",
+            deleted.rows.end() - 1,
+            deleted.path,
+            file.rows
+        ));
+    }
+    if file.deleted.intersects(&deleted.rows) {
+        return Err(format!(
+            "deletes rows of {} that are already deleted",
+            deleted.path
+        ));
+    }
+    file.deleted.union_with(&deleted.rows);
+    Ok(())
 }

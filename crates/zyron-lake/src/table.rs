@@ -12,7 +12,8 @@
 //!                                checkpoint_interval: 100, properties: Default::default() };
 //! let table = LakeTable::create(store, Path::from("t"), metadata).await.unwrap();
 //! let start = table.latest().await.unwrap();
-//! let file = DataFile { path: "data/1.zyr".into(), rows: 10, bytes: 100, stats: Default::default() };
+//! let file = DataFile { path: "data/1.zyr".into(), rows: 10, bytes: 100,
+//!                        stats: Default::default(), deleted: Default::default() };
 //! let done = table.commit(&start, "append", vec![Action::Add(file)]).await.unwrap();
 //! assert_eq!(done.version, 1);
 //! assert_eq!(table.latest().await.unwrap().rows(), 10);
@@ -22,7 +23,7 @@
 //! # }
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,11 +35,11 @@ use serde::de::DeserializeOwned;
 use zyron_common::{Result, SqlState, ZyronError};
 
 use crate::log::{
-    Action, CHECKPOINT_DIR, Checkpoint, Commit, FORMAT_MAJOR, FORMAT_MINOR, LOG_DIR,
-    LastCheckpoint, TableMetadata, check_format, checkpoint_path, entry_path, last_checkpoint_path,
-    version_of,
+    Action, CHECKPOINT_DIR, Checkpoint, Commit, DataFile, DeletedRows, FORMAT_MAJOR, FORMAT_MINOR,
+    LOG_DIR, LastCheckpoint, TableMetadata, check_format, checkpoint_path, entry_path,
+    last_checkpoint_path, version_of,
 };
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, delete_rows_of};
 
 /// A writer that loses the race this many times in a row gives up (with
 /// 40001) rather than spin; each loss means another commit landed, so the
@@ -418,9 +419,28 @@ fn conflict(ours: &[Action], winner: &Commit) -> Option<String> {
         return Some("changed the table while this commit changes its schema or properties".into());
     }
     let removed_by_winner: BTreeSet<&str> = removed(&winner.actions).collect();
-    removed(ours)
-        .find(|path| removed_by_winner.contains(path))
-        .map(|path| format!("also removed {path}"))
+    if let Some(path) = removed(ours).find(|path| removed_by_winner.contains(path)) {
+        return Some(format!("also removed {path}"));
+    }
+    for theirs in deleted(&winner.actions) {
+        if removed(ours).any(|path| path == theirs.path) {
+            return Some(format!(
+                "deleted rows of {}, which this commit removes",
+                theirs.path
+            ));
+        }
+        let overlapping = deleted(ours)
+            .any(|mine| mine.path == theirs.path && mine.rows.intersects(&theirs.rows));
+        if overlapping {
+            return Some(format!(
+                "deleted or updated some of the same rows of {}",
+                theirs.path
+            ));
+        }
+    }
+    deleted(ours)
+        .find(|mine| removed_by_winner.contains(mine.path.as_str()))
+        .map(|mine| format!("removed {}, whose rows this commit deletes", mine.path))
 }
 
 fn removed(actions: &[Action]) -> impl Iterator<Item = &str> {
@@ -430,27 +450,49 @@ fn removed(actions: &[Action]) -> impl Iterator<Item = &str> {
     })
 }
 
+fn deleted(actions: &[Action]) -> impl Iterator<Item = &DeletedRows> {
+    actions.iter().filter_map(|a| match a {
+        Action::DeleteRows(rows) => Some(rows),
+        _ => None,
+    })
+}
+
 /// Refuses actions that cannot apply to `base` (before any race): a
-/// removed file must be live, an added path must not be.
+/// removed file must be live, an added path must not be, deleted rows must
+/// exist and not be deleted already.
 fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
-    let mut live: BTreeSet<&str> = base.files.keys().map(String::as_str).collect();
+    // The files these actions touch, as they stand after the actions so far
+    // (None: not live); cloning only those keeps a commit's cost independent
+    // of the table's size.
+    let mut touched: BTreeMap<&str, Option<DataFile>> = BTreeMap::new();
     for action in actions {
+        let path = match action {
+            Action::Add(file) => file.path.as_str(),
+            Action::Remove(file) => file.path.as_str(),
+            Action::DeleteRows(rows) => rows.path.as_str(),
+            Action::Metadata(_) => continue,
+        };
+        let state = touched
+            .entry(path)
+            .or_insert_with(|| base.files.get(path).cloned());
         let refused = match action {
-            Action::Add(file) if !live.insert(&file.path) => {
-                Some(("adds", &file.path, "already is"))
+            Action::Add(_) if state.is_some() => {
+                Some(format!("adds {path}, which already is in the table"))
             }
-            Action::Remove(file) if !live.remove(file.path.as_str()) => {
-                Some(("removes", &file.path, "is not"))
+            Action::Add(file) => {
+                *state = Some(file.clone());
+                None
             }
+            Action::Remove(_) if state.take().is_none() => {
+                Some(format!("removes {path}, which is not in the table"))
+            }
+            Action::DeleteRows(rows) => delete_rows_of(state.as_mut(), rows).err(),
             _ => None,
         };
-        if let Some((verb, path, state)) = refused {
+        if let Some(why) = refused {
             return Err(ZyronError::new(
                 SqlState::INVALID_PARAMETER_VALUE,
-                format!(
-                    "a commit {verb} {path}, which {state} in the table at version {}",
-                    base.version
-                ),
+                format!("a commit {why} at version {}", base.version),
             ));
         }
     }
@@ -463,7 +505,7 @@ fn json_payload<T: Serialize>(value: &T) -> Result<PutPayload> {
         .map_err(|e| ZyronError::internal(format!("encoding a lake log record: {e}")))
 }
 
-fn store_error(context: &str, err: &object_store::Error) -> ZyronError {
+pub(crate) fn store_error(context: &str, err: &object_store::Error) -> ZyronError {
     ZyronError::new(SqlState::IO_ERROR, format!("{context}: {err}"))
 }
 

@@ -6,52 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use zyron_bench::seaweedfs::SeaweedFs;
 use zyron_lake::{Action, DataFile, LakeTable, RemovedFile, Snapshot, TableMetadata};
 
-/// What `Location::parse` gives a local directory: fsynced puts.
-fn local_store(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    zyron_lake::Location::parse(dir.path().to_str().unwrap())
-        .unwrap()
-        .store
-}
-
-/// A SeaweedFS S3 gateway of its own and a store on its bucket.
-fn s3_store() -> (SeaweedFs, Arc<dyn ObjectStore>) {
-    let server = SeaweedFs::start("lake").unwrap_or_else(|e| panic!("{e}"));
-    let builder = AmazonS3Builder::new()
-        .with_endpoint(server.endpoint())
-        .with_allow_http(true)
-        .with_region("us-east-1")
-        .with_access_key_id("zyron")
-        .with_secret_access_key("zyron");
-    let location = zyron_lake::location::s3(&server.bucket, "", builder).unwrap();
-    (server, location.store)
-}
-
-/// Each scenario runs on the local filesystem and on S3 (SeaweedFS).
-macro_rules! on_local_disk_and_s3 {
-    ($($scenario:ident),*) => {$(
-        mod $scenario {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn local_disk() {
-                let dir = tempfile::tempdir().unwrap();
-                super::$scenario(local_store(&dir), Path::from("t")).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn seaweedfs_s3() {
-                let (_server, store) = s3_store();
-                super::$scenario(store, Path::from("tables/t")).await;
-            }
-        }
-    )*};
-}
+mod common;
+use common::*;
 
 on_local_disk_and_s3!(
     concurrent_appenders_lose_no_commit,
@@ -75,6 +35,7 @@ fn file(path: &str, rows: u64) -> DataFile {
         rows,
         bytes: rows * 8,
         stats: BTreeMap::new(),
+        deleted: Default::default(),
     }
 }
 

@@ -135,5 +135,5 @@ async fn write_frame(
 }
 
 fn format_error(e: zyron_format::FormatError) -> ZyronError {
-    crate::errors::format_error_to_zyron(&e)
+    e.to_zyron()
 }
