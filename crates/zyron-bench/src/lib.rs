@@ -20,6 +20,7 @@
 //! run.finish().unwrap();
 //! ```
 
+pub mod deltalake;
 pub mod duckdb;
 pub mod machine;
 pub mod postgres;

@@ -68,6 +68,14 @@ impl Samples {
         self.histogram.len()
     }
 
+    /// Adds every sample of `other` (recorded the same way) to these.
+    pub fn merge(&mut self, other: &Samples) {
+        assert_eq!(self.scale, other.scale, "merging durations with values");
+        self.histogram
+            .add(&other.histogram)
+            .expect("histogram grows to fit any u64");
+    }
+
     pub fn is_empty(&self) -> bool {
         self.histogram.is_empty()
     }

@@ -39,6 +39,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
@@ -52,13 +53,15 @@ use zyron_format::{
     ZyrWriter, object_reader,
 };
 
-use crate::log::{Action, ColumnStats, DataFile, DeletedRows, StatRange};
+use crate::log::{Action, ColumnStats, DataFile, DeletedRows, InlineBytes, StatRange};
 use crate::rowset::RowSet;
 use crate::snapshot::Snapshot;
 use crate::table::{Committed, LakeTable, store_error};
 
 /// Where data files go, under the table's root.
 pub const DATA_DIR: &str = "data";
+/// The path prefix of inline data files (which name no object).
+pub const INLINE_DIR: &str = "inline";
 
 /// A predicate on one column (by name) that can rule out whole files by
 /// their zone maps. Callers still filter rows exactly: a file that may
@@ -104,10 +107,15 @@ pub struct ScanReport {
 pub type RowMask<'a> = &'a (dyn Fn(&RecordBatch) -> Result<BooleanArray> + Sync);
 
 impl LakeTable {
-    /// Writes `batches` (all of one schema) as a new `.zyr` file under
-    /// `data/`, durable when this returns, and describes it for an `Add`.
-    /// Nothing refers to the file until a commit adds it.
-    pub async fn write_data_file(&self, batches: &[RecordBatch]) -> Result<DataFile> {
+    /// Writes `batches` (all of one schema) as a new `.zyr` file and
+    /// describes it for an `Add`: kept inline (in the log entry) when it is
+    /// at most `inline_max_bytes`, else written under `data/`, durable when
+    /// this returns. Nothing refers to the file until a commit adds it.
+    pub async fn write_data_file(
+        &self,
+        batches: &[RecordBatch],
+        inline_max_bytes: u64,
+    ) -> Result<DataFile> {
         let Some(first) = batches.first() else {
             return Err(ZyronError::internal("a data file needs at least one batch"));
         };
@@ -119,7 +127,18 @@ impl LakeTable {
         let (bytes, summary) = writer.finish()?;
         let bytes = Bytes::from(bytes);
         let stats = file_stats(&schema, &ZyrFile::open(bytes.clone())?)?;
-        let name = format!("{DATA_DIR}/{:032x}.zyr", rand::random::<u128>());
+        let id = rand::random::<u128>();
+        if summary.bytes <= inline_max_bytes {
+            return Ok(DataFile {
+                path: format!("{INLINE_DIR}/{id:032x}.zyr"),
+                rows: summary.rows,
+                bytes: summary.bytes,
+                stats,
+                deleted: RowSet::default(),
+                inline: Some(InlineBytes(bytes)),
+            });
+        }
+        let name = format!("{DATA_DIR}/{id:032x}.zyr");
         let path = self
             .root()
             .clone()
@@ -141,7 +160,38 @@ impl LakeTable {
             bytes: summary.bytes,
             stats,
             deleted: RowSet::default(),
+            inline: None,
         })
+    }
+
+    /// Opens a data file (from the log if inline) with the columns that
+    /// `needed` picks fetched, checking it holds the rows the log says.
+    async fn open_data_file(
+        &self,
+        file: &DataFile,
+        needed: &(dyn Fn(&Schema) -> Vec<usize> + Sync),
+    ) -> Result<Arc<ZyrFile>> {
+        let zyr = match &file.inline {
+            Some(bytes) => Arc::new(ZyrFile::open(bytes.0.clone())?),
+            None => {
+                let path = self.data_path(&file.path);
+                let object = object_reader::open(self.store().clone(), &path).await?;
+                object.prefetch(&needed(&object.file.schema())).await?;
+                object.file
+            }
+        };
+        if zyr.num_rows() != file.rows {
+            return Err(ZyronError::new(
+                SqlState::DATA_CORRUPTED,
+                format!(
+                    "{} holds {} rows; the lake log says {}",
+                    file.path,
+                    zyr.num_rows(),
+                    file.rows
+                ),
+            ));
+        }
+        Ok(zyr)
     }
 
     /// Every live row of `snapshot` in files that `filters` cannot rule out,
@@ -177,38 +227,32 @@ impl LakeTable {
         projection: Option<&[usize]>,
         filters: &[FileFilter],
     ) -> Result<Vec<RecordBatch>> {
-        let path = self.data_path(&file.path);
-        let object = object_reader::open(self.store().clone(), &path).await?;
-        let schema = object.file.schema();
-        if object.file.num_rows() != file.rows {
-            return Err(ZyronError::new(
-                SqlState::DATA_CORRUPTED,
-                format!(
-                    "{path} holds {} rows; the lake log says {}",
-                    object.file.num_rows(),
-                    file.rows
-                ),
-            ));
-        }
-        let columns: Vec<usize> = match projection {
-            Some(p) => p.to_vec(),
-            None => (0..schema.fields().len()).collect(),
+        let columns = |schema: &Schema| -> Vec<usize> {
+            match projection {
+                Some(p) => p.to_vec(),
+                None => (0..schema.fields().len()).collect(),
+            }
         };
-        let predicates = if file.deleted.is_empty() {
-            block_predicates(&schema, filters)
-        } else {
-            vec![]
+        let predicates = |schema: &Schema| -> Vec<ColumnPredicate> {
+            match file.deleted.is_empty() {
+                true => block_predicates(schema, filters),
+                false => vec![],
+            }
         };
-        let mut needed = columns.clone();
-        needed.extend(predicates.iter().map(|p| p.column));
-        object.prefetch(&needed).await?;
+        let needed = |schema: &Schema| {
+            let mut needed = columns(schema);
+            needed.extend(predicates(schema).iter().map(|p| p.column));
+            needed
+        };
+        let zyr = self.open_data_file(file, &needed).await?;
+        let schema = zyr.schema();
         let options = ScanOptions {
-            projection: Some(columns),
-            predicates,
+            projection: Some(columns(&schema)),
+            predicates: predicates(&schema),
             filter_mode: FilterMode::ZoneMapsOnly,
             ..ScanOptions::default()
         };
-        let scan = object.file.scan(options)?;
+        let scan = zyr.scan(options)?;
         let mut batches = Vec::new();
         let mut position = 0u64;
         for batch in scan {
@@ -265,7 +309,8 @@ impl LakeWrite<'_> {
         if batches.iter().all(|b| b.num_rows() == 0) {
             return Ok(());
         }
-        let file = self.table.write_data_file(batches).await?;
+        let limit = self.base.metadata.inline_max_bytes();
+        let file = self.table.write_data_file(batches, limit).await?;
         self.actions.push(Action::Add(file));
         Ok(())
     }
@@ -318,11 +363,11 @@ async fn matching_rows(
     file: &DataFile,
     mask: RowMask<'_>,
 ) -> Result<(Vec<u64>, Vec<RecordBatch>)> {
-    let path = table.data_path(&file.path);
-    let object = object_reader::open(table.store().clone(), &path).await?;
-    let all: Vec<usize> = (0..object.file.schema().fields().len()).collect();
-    object.prefetch(&all).await?;
-    let scan = object.file.scan(ScanOptions::default())?;
+    let all = |schema: &Schema| (0..schema.fields().len()).collect();
+    let scan = table
+        .open_data_file(file, &all)
+        .await?
+        .scan(ScanOptions::default())?;
     let (mut positions, mut rows) = (Vec::new(), Vec::new());
     let mut start = 0u64;
     for batch in scan {

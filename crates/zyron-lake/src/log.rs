@@ -56,6 +56,10 @@ pub enum Action {
     DeleteRows(DeletedRows),
 }
 
+/// Data files up to this size are kept in the log unless the table's
+/// `inline_max_bytes` property says otherwise (0 turns inlining off).
+pub const DEFAULT_INLINE_MAX_BYTES: u64 = 8 * 1024;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TableMetadata {
     /// The schema as the SQL layer describes it; the log does not interpret it.
@@ -64,6 +68,17 @@ pub struct TableMetadata {
     pub checkpoint_interval: u64,
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
+}
+
+impl TableMetadata {
+    /// The largest data file kept inline in the log (property
+    /// `inline_max_bytes`, else [`DEFAULT_INLINE_MAX_BYTES`]).
+    pub fn inline_max_bytes(&self) -> u64 {
+        self.properties
+            .get("inline_max_bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_INLINE_MAX_BYTES)
+    }
 }
 
 /// A data file and what pruning needs to know about it.
@@ -80,6 +95,39 @@ pub struct DataFile {
     /// rows deleted so far. Absent in an `add`; a checkpoint carries it.
     #[serde(default, skip_serializing_if = "RowSet::is_empty")]
     pub deleted: RowSet,
+    /// A small file's bytes, kept in the log instead of on storage (its
+    /// path is then under `inline/` and names no object): a single-row
+    /// INSERT commits with one durable write instead of two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<InlineBytes>,
+}
+
+/// Bytes written in the log as base64.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InlineBytes(pub bytes::Bytes);
+
+impl std::fmt::Debug for InlineBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "InlineBytes({} bytes)", self.0.len())
+    }
+}
+
+impl Serialize for InlineBytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use base64::Engine;
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for InlineBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use base64::Engine;
+        let text = String::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map(|b| InlineBytes(b.into()))
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl DataFile {

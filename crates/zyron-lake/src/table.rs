@@ -13,7 +13,7 @@
 //! let table = LakeTable::create(store, Path::from("t"), metadata).await.unwrap();
 //! let start = table.latest().await.unwrap();
 //! let file = DataFile { path: "data/1.zyr".into(), rows: 10, bytes: 100,
-//!                        stats: Default::default(), deleted: Default::default() };
+//!                        stats: Default::default(), deleted: Default::default(), inline: None };
 //! let done = table.commit(&start, "append", vec![Action::Add(file)]).await.unwrap();
 //! assert_eq!(done.version, 1);
 //! assert_eq!(table.latest().await.unwrap().rows(), 10);

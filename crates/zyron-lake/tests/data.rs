@@ -22,6 +22,7 @@ on_local_disk_and_s3!(
     appended_rows_read_back_and_zone_maps_prune_files,
     deletes_and_updates_are_deletion_vectors,
     deletes_of_different_rows_both_land_and_of_the_same_rows_conflict,
+    small_appends_live_in_the_log_until_they_grow,
     a_damaged_data_file_is_an_error_not_a_panic
 );
 
@@ -50,10 +51,22 @@ fn rows(ids: std::ops::Range<i64>) -> RecordBatch {
 }
 
 async fn create(store: Arc<dyn ObjectStore>, root: Path, checkpoint_interval: u64) -> LakeTable {
+    create_with(store, root, checkpoint_interval, &[]).await
+}
+
+async fn create_with(
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    checkpoint_interval: u64,
+    properties: &[(&str, &str)],
+) -> LakeTable {
     let metadata = TableMetadata {
         schema: serde_json::json!({"columns": ["id", "price", "name"]}),
         checkpoint_interval,
-        properties: BTreeMap::new(),
+        properties: properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     };
     LakeTable::create(store, root, metadata).await.unwrap()
 }
@@ -257,8 +270,50 @@ async fn deletes_of_different_rows_both_land_and_of_the_same_rows_conflict(
     assert!(!ids.contains(&10) && !ids.contains(&20) && ids.len() == 998);
 }
 
+async fn small_appends_live_in_the_log_until_they_grow(store: Arc<dyn ObjectStore>, root: Path) {
+    let table = create(store.clone(), root.clone(), 7).await;
+    let mut snapshot = table.latest().await.unwrap();
+    for id in 0..12 {
+        let mut write = table.begin_at(snapshot);
+        write.append(&[rows(id..id + 1)]).await.unwrap();
+        snapshot = write.commit("append").await.unwrap().snapshot;
+    }
+    // A big append goes to storage.
+    let mut write = table.begin_at(snapshot);
+    write.append(&[rows(1_000..101_000)]).await.unwrap();
+    snapshot = write.commit("append").await.unwrap().snapshot;
+    let inline = snapshot
+        .files
+        .values()
+        .filter(|f| f.inline.is_some())
+        .count();
+    assert_eq!((inline, snapshot.files.len()), (12, 13));
+    let objects: Vec<_> =
+        futures::TryStreamExt::try_collect::<Vec<_>>(store.list(Some(&root.clone().join("data"))))
+            .await
+            .unwrap();
+    assert_eq!(objects.len(), 1, "only the big file is an object");
+    // Inline files are read, deleted from and checkpointed like the others.
+    let mut write = table.begin_at(snapshot);
+    let mask = id_mask(eq, 7);
+    let gone = write
+        .delete_where(&[id_filter(CmpOp::Eq, 7)], &mask)
+        .await
+        .unwrap();
+    assert_eq!(gone.len(), 1);
+    let after = write.commit("delete").await.unwrap().snapshot;
+    assert_eq!(after.version, 14, "a checkpoint version");
+    let reopened = LakeTable::new(store, root).latest().await.unwrap();
+    assert_eq!(reopened, after);
+    let (ids, _) = contents(&table, &reopened).await;
+    let mut want: Vec<i64> = (0..12).filter(|i| *i != 7).collect();
+    want.extend(1_000..101_000);
+    assert_eq!(ids, want);
+}
+
 async fn a_damaged_data_file_is_an_error_not_a_panic(store: Arc<dyn ObjectStore>, root: Path) {
-    let table = create(store.clone(), root, 100).await;
+    // Nothing inline: the file must be an object to damage it.
+    let table = create_with(store.clone(), root, 100, &[("inline_max_bytes", "0")]).await;
     let mut write = table.begin().await.unwrap();
     write.append(&[rows(0..3_000)]).await.unwrap();
     let snapshot = write.commit("append").await.unwrap().snapshot;

@@ -36,6 +36,7 @@ fn file(path: &str, rows: u64) -> DataFile {
         bytes: rows * 8,
         stats: BTreeMap::new(),
         deleted: Default::default(),
+        inline: None,
     }
 }
 
