@@ -56,7 +56,7 @@ use zyron_format::{
 use crate::log::{Action, ColumnStats, DataFile, DeletedRows, InlineBytes, StatRange};
 use crate::rowset::RowSet;
 use crate::snapshot::Snapshot;
-use crate::table::{Committed, LakeTable, store_error};
+use crate::table::{Committed, LakeTable, now_ms, store_error};
 
 /// Where data files go, under the table's root.
 pub const DATA_DIR: &str = "data";
@@ -138,7 +138,10 @@ impl LakeTable {
                 inline: Some(InlineBytes(bytes)),
             });
         }
-        let name = format!("{DATA_DIR}/{id:032x}.zyr");
+        // The creation time in the name is the writer's lease (see
+        // `vacuum`): VACUUM spares an unreferenced file younger than the
+        // lease, and a commit refuses a file older than it.
+        let name = format!("{DATA_DIR}/{:013}-{id:032x}.zyr", now_ms());
         let path = self
             .root()
             .clone()

@@ -15,7 +15,9 @@
 //! - [`rowset`]: deletion vectors (row positions as ranges).
 //! - [`optimize`]: OPTIMIZE, small files and deleted rows rewritten away;
 //!   [`cluster`]: rows ordered along a Z-order or Hilbert curve over
-//!   columns or derived keys, at load time or by rewriting the table.
+//!   columns or derived keys, at load time or by rewriting the table;
+//!   [`vacuum`]: unreferenced files deleted, never one a writer may still
+//!   commit (a lease in each data file's name).
 //!
 //! - [`location`]: `s3://bucket/prefix` or a local directory as a store;
 //!   [`durable_local`]: the local filesystem with fsynced puts.
@@ -31,6 +33,7 @@ pub mod optimize;
 pub mod rowset;
 pub mod snapshot;
 pub mod table;
+pub mod vacuum;
 
 pub use cluster::{ClusterKey, ClusterSpec, Curve};
 pub use data::{FileFilter, LakeWrite, RowMask, ScanReport};
@@ -42,3 +45,4 @@ pub use optimize::OptimizeReport;
 pub use rowset::RowSet;
 pub use snapshot::Snapshot;
 pub use table::{Committed, LakeTable, MAX_COMMIT_ATTEMPTS};
+pub use vacuum::VacuumReport;

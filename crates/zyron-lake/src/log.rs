@@ -70,14 +70,33 @@ pub struct TableMetadata {
     pub properties: BTreeMap<String, String>,
 }
 
+/// How long a writer may hold a data file before committing it, unless the
+/// table's `write_lease_ms` property says otherwise.
+pub const DEFAULT_WRITE_LEASE_MS: i64 = 60 * 60 * 1000;
+
 impl TableMetadata {
+    fn number<T: std::str::FromStr>(&self, property: &str) -> Option<T> {
+        self.properties.get(property).and_then(|v| v.parse().ok())
+    }
+
     /// The largest data file kept inline in the log (property
     /// `inline_max_bytes`, else [`DEFAULT_INLINE_MAX_BYTES`]).
     pub fn inline_max_bytes(&self) -> u64 {
-        self.properties
-            .get("inline_max_bytes")
-            .and_then(|v| v.parse().ok())
+        self.number("inline_max_bytes")
             .unwrap_or(DEFAULT_INLINE_MAX_BYTES)
+    }
+
+    /// The longest a data file may wait between being written and being
+    /// committed (property `write_lease_ms`, else [`DEFAULT_WRITE_LEASE_MS`]).
+    pub fn write_lease_ms(&self) -> i64 {
+        self.number("write_lease_ms")
+            .unwrap_or(DEFAULT_WRITE_LEASE_MS)
+    }
+
+    /// How far back the change feed must be able to read (property
+    /// `change_feed_retention_ms`, else 0: only what time travel keeps).
+    pub fn change_feed_retention_ms(&self) -> i64 {
+        self.number("change_feed_retention_ms").unwrap_or(0)
     }
 }
 

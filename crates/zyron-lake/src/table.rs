@@ -223,6 +223,7 @@ impl LakeTable {
         let commit_id = new_commit_id();
         let mut current = base.clone();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
+            check_write_lease(&current.metadata, &actions, now_ms())?;
             let commit = Commit {
                 format: (FORMAT_MAJOR, FORMAT_MINOR),
                 version: current.version + 1,
@@ -457,6 +458,33 @@ fn deleted(actions: &[Action]) -> impl Iterator<Item = &DeletedRows> {
     })
 }
 
+/// Refuses to add a data file written longer ago than the table's write
+/// lease: VACUUM may already have deleted it as an abandoned write.
+fn check_write_lease(metadata: &TableMetadata, actions: &[Action], now_ms: i64) -> Result<()> {
+    let lease_ms = metadata.write_lease_ms();
+    for action in actions {
+        let Action::Add(file) = action else { continue };
+        let Some(created_ms) = crate::vacuum::created_ms_of(&file.path) else {
+            continue;
+        };
+        if now_ms - created_ms > lease_ms {
+            return Err(ZyronError::new(
+                SqlState::SERIALIZATION_FAILURE,
+                format!(
+                    "data file {} was written {} ms ago, longer than the lake table's write \
+                     lease ({lease_ms} ms): VACUUM may have removed it",
+                    file.path,
+                    now_ms - created_ms
+                ),
+            )
+            .with_hint(
+                "Retry the transaction; raise the table's write_lease_ms for longer loads.",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses actions that cannot apply to `base` (before any race): a
 /// removed file must be live, an added path must not be, deleted rows must
 /// exist and not be deleted already.
@@ -509,7 +537,7 @@ pub(crate) fn store_error(context: &str, err: &object_store::Error) -> ZyronErro
     ZyronError::new(SqlState::IO_ERROR, format!("{context}: {err}"))
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
