@@ -242,7 +242,7 @@ impl LakeTable {
         if report.files_removed == 0 {
             return Ok(report);
         }
-        report.version = Some(write.commit("cluster").await?.version);
+        report.version = Some(write.commit_rearrangement("cluster").await?.version);
         Ok(report)
     }
 }

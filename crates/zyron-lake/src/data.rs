@@ -56,7 +56,7 @@ use zyron_format::{
 use crate::log::{Action, ColumnStats, DataFile, DeletedRows, InlineBytes, StatRange};
 use crate::rowset::RowSet;
 use crate::snapshot::Snapshot;
-use crate::table::{Committed, LakeTable, now_ms, store_error};
+use crate::table::{CommitOptions, Committed, LakeTable, join_relative, now_ms, store_error};
 
 /// Where data files go, under the table's root.
 pub const DATA_DIR: &str = "data";
@@ -272,9 +272,7 @@ impl LakeTable {
 
     /// A data file's path in the store.
     pub fn data_path(&self, relative: &str) -> Path {
-        relative
-            .split('/')
-            .fold(self.root().clone(), |path, part| path.join(part))
+        join_relative(self.root(), relative)
     }
 
     /// Starts a write on the latest version.
@@ -355,7 +353,27 @@ impl LakeWrite<'_> {
 
     /// Commits every change as one version (see [`LakeTable::commit`]).
     pub async fn commit(self, operation: &str) -> Result<Committed> {
-        self.table.commit(&self.base, operation, self.actions).await
+        self.commit_with(operation, CommitOptions::default()).await
+    }
+
+    pub(crate) async fn commit_with(
+        self,
+        operation: &str,
+        options: CommitOptions,
+    ) -> Result<Committed> {
+        self.table
+            .commit_with(&self.base, operation, self.actions, options)
+            .await
+    }
+
+    /// Commits changes that keep the table's rows (OPTIMIZE, clustering):
+    /// the change feed skips them.
+    pub(crate) async fn commit_rearrangement(self, operation: &str) -> Result<Committed> {
+        let options = CommitOptions {
+            data_change: false,
+            ..CommitOptions::default()
+        };
+        self.commit_with(operation, options).await
     }
 }
 

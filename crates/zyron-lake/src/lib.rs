@@ -17,13 +17,16 @@
 //!   [`cluster`]: rows ordered along a Z-order or Hilbert curve over
 //!   columns or derived keys, at load time or by rewriting the table;
 //!   [`vacuum`]: unreferenced files deleted, never one a writer may still
-//!   commit (a lease in each data file's name).
+//!   commit (a lease in each data file's name);
+//!   [`changes`]: the change feed, rows inserted and deleted per version;
+//!   [`versioning`]: tags naming versions, branches that merge back.
 //!
 //! - [`location`]: `s3://bucket/prefix` or a local directory as a store;
 //!   [`durable_local`]: the local filesystem with fsynced puts.
 //!
 //! No DataFusion here: the SQL layer builds on this crate.
 
+pub mod changes;
 pub mod cluster;
 pub mod data;
 pub mod durable_local;
@@ -34,7 +37,9 @@ pub mod rowset;
 pub mod snapshot;
 pub mod table;
 pub mod vacuum;
+pub mod versioning;
 
+pub use changes::{Change, ChangeKind};
 pub use cluster::{ClusterKey, ClusterSpec, Curve};
 pub use data::{FileFilter, LakeWrite, RowMask, ScanReport};
 pub use location::Location;

@@ -39,7 +39,19 @@ pub struct Commit {
     /// ambiguously (a timeout after the store wrote it) recognises its own
     /// commit by this id instead of committing twice.
     pub commit_id: String,
+    /// False when the commit only rearranges rows (OPTIMIZE, clustering):
+    /// the change feed skips it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub data_change: bool,
     pub actions: Vec<Action>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

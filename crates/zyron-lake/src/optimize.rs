@@ -64,7 +64,7 @@ impl LakeTable {
             }
         }
         self.flush(&mut write, &mut pending, &mut report).await?;
-        let Committed { version, .. } = write.commit("optimize").await?;
+        let Committed { version, .. } = write.commit_rearrangement("optimize").await?;
         report.version = Some(version);
         Ok(report)
     }

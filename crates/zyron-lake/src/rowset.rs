@@ -88,6 +88,35 @@ impl RowSet {
         self.ranges = merged;
     }
 
+    /// The positions in `self` that are not in `other`.
+    pub fn difference(&self, other: &RowSet) -> RowSet {
+        let mut out = Vec::new();
+        let mut j = 0;
+        for &(start, end) in &self.ranges {
+            let mut cursor = start;
+            while j < other.ranges.len() && other.ranges[j].1 <= cursor {
+                j += 1;
+            }
+            let mut k = j;
+            while cursor < end {
+                match other.ranges.get(k) {
+                    Some(&(s, e)) if s < end => {
+                        if s > cursor {
+                            out.push((cursor, s));
+                        }
+                        cursor = cursor.max(e);
+                        k += 1;
+                    }
+                    _ => {
+                        out.push((cursor, end));
+                        cursor = end;
+                    }
+                }
+            }
+        }
+        RowSet { ranges: out }
+    }
+
     /// The positions in `0..len` that are not in the set, as a keep-mask.
     pub fn keep_mask(&self, len: u64) -> Vec<bool> {
         let mut keep = vec![true; len as usize];
@@ -146,6 +175,19 @@ mod tests {
         let mask = c.keep_mask(42);
         assert_eq!(mask.iter().filter(|k| !**k).count(), 10);
         assert!(!mask[40] && mask[41] && mask[14]);
+    }
+
+    #[test]
+    fn difference_removes_exactly_the_other_positions() {
+        let a = RowSet::from_positions((0..50).chain(60..70));
+        let b = RowSet::from_positions([0, 5, 6, 7, 49, 50, 65, 80]);
+        let want: Vec<u64> = (0..50)
+            .chain(60..70)
+            .filter(|p| ![0, 5, 6, 7, 49, 65].contains(p))
+            .collect();
+        assert_eq!(a.difference(&b), RowSet::from_positions(want));
+        assert!(a.difference(&a).is_empty());
+        assert_eq!(a.difference(&RowSet::default()), a);
     }
 
     #[test]

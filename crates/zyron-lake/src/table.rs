@@ -53,6 +53,26 @@ const CONCURRENT_ENTRY_READS: usize = 16;
 pub struct LakeTable {
     store: Arc<dyn ObjectStore>,
     root: Path,
+    log_root: Path,
+}
+
+/// How a commit is made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitOptions {
+    /// False for OPTIMIZE and clustering: the rows stay the same.
+    pub data_change: bool,
+    /// Refuse data files older than the write lease (off for a merge of a
+    /// branch, whose files VACUUM keeps while the branch references them).
+    pub check_write_lease: bool,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        CommitOptions {
+            data_change: true,
+            check_write_lease: true,
+        }
+    }
 }
 
 /// The outcome of a commit.
@@ -70,7 +90,21 @@ pub struct Committed {
 impl LakeTable {
     /// A handle on the table at `root`; nothing is read until asked.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> LakeTable {
-        LakeTable { store, root }
+        LakeTable {
+            store,
+            log_root: root.clone(),
+            root,
+        }
+    }
+
+    /// A handle on the log at `log_root` whose data files live under
+    /// `root` (a branch's).
+    pub(crate) fn with_log_root(&self, log_root: Path) -> LakeTable {
+        LakeTable {
+            store: self.store.clone(),
+            root: self.root.clone(),
+            log_root,
+        }
     }
 
     /// Creates the table: version 0 holds its metadata. Fails with 42P07 if
@@ -94,20 +128,31 @@ impl LakeTable {
             operation: "create".into(),
             read_version: 0,
             commit_id: new_commit_id(),
+            data_change: true,
             actions: vec![Action::Metadata(metadata)],
         };
-        match table.put_new(&entry_path(&table.root, 0), &commit).await {
+        match table
+            .put_new(&entry_path(&table.log_root, 0), &commit)
+            .await
+        {
             Ok(true) => Ok(table),
             Ok(false) => Err(ZyronError::new(
                 SqlState::DUPLICATE_TABLE,
-                format!("a lake table already exists at {}", table.root),
+                format!("a lake table already exists at {}", table.log_root),
             )),
             Err(e) => Err(e),
         }
     }
 
+    /// Where the table's data files live (`data/` under it).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where this table's log lives: the root for the main branch,
+    /// `_zyron_branches/<name>` under it for a branch.
+    pub fn log_root(&self) -> &Path {
+        &self.log_root
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -119,8 +164,8 @@ impl LakeTable {
     /// not grow with the table's history.
     pub async fn latest(&self) -> Result<Snapshot> {
         let mut snapshot = self.base_snapshot(u64::MAX).await?;
-        let offset = entry_path(&self.root, snapshot.version);
-        let prefix = self.root.clone().join(LOG_DIR);
+        let offset = entry_path(&self.log_root, snapshot.version);
+        let prefix = self.log_root.clone().join(LOG_DIR);
         let mut versions: Vec<u64> = self
             .store
             .list_with_offset(Some(&prefix), &offset)
@@ -163,7 +208,7 @@ impl LakeTable {
                 SqlState::INVALID_PARAMETER_VALUE,
                 format!(
                     "lake table {} has no version {version} (latest is {})",
-                    self.root, latest.version
+                    self.log_root, latest.version
                 ),
             ),
             Ok(_) => ZyronError::new(
@@ -171,7 +216,7 @@ impl LakeTable {
                 format!(
                     "lake log entry {missing} of {} is missing (deleted by hand?); \
                      versions before the newest checkpoint after it cannot be read",
-                    self.root
+                    self.log_root
                 ),
             ),
             Err(e) => e,
@@ -193,7 +238,7 @@ impl LakeTable {
                 SqlState::INVALID_PARAMETER_VALUE,
                 format!(
                     "lake table {} did not exist at {timestamp_ms} ms (created at {} ms)",
-                    self.root, first.timestamp_ms
+                    self.log_root, first.timestamp_ms
                 ),
             ));
         }
@@ -219,11 +264,25 @@ impl LakeTable {
         operation: &str,
         actions: Vec<Action>,
     ) -> Result<Committed> {
+        self.commit_with(base, operation, actions, CommitOptions::default())
+            .await
+    }
+
+    /// [`commit`](Self::commit) with choices only this crate makes.
+    pub(crate) async fn commit_with(
+        &self,
+        base: &Snapshot,
+        operation: &str,
+        actions: Vec<Action>,
+        options: CommitOptions,
+    ) -> Result<Committed> {
         validate(base, &actions)?;
         let commit_id = new_commit_id();
         let mut current = base.clone();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
-            check_write_lease(&current.metadata, &actions, now_ms())?;
+            if options.check_write_lease {
+                check_write_lease(&current.metadata, &actions, now_ms())?;
+            }
             let commit = Commit {
                 format: (FORMAT_MAJOR, FORMAT_MINOR),
                 version: current.version + 1,
@@ -231,9 +290,10 @@ impl LakeTable {
                 operation: operation.to_owned(),
                 read_version: base.version,
                 commit_id: commit_id.clone(),
+                data_change: options.data_change,
                 actions: actions.clone(),
             };
-            let path = entry_path(&self.root, commit.version);
+            let path = entry_path(&self.log_root, commit.version);
             let won = match self.put_new(&path, &commit).await? {
                 true => true,
                 // Ours after all when object_store retried this put (say,
@@ -256,7 +316,7 @@ impl LakeTable {
             SqlState::SERIALIZATION_FAILURE,
             format!(
                 "gave up committing to lake table {} after {MAX_COMMIT_ATTEMPTS} lost races",
-                self.root
+                self.log_root
             ),
         ))
     }
@@ -269,7 +329,7 @@ impl LakeTable {
                     SqlState::SERIALIZATION_FAILURE,
                     format!(
                         "could not commit to lake table {}: concurrent commit {} ({}) {reason}",
-                        self.root, winner.version, winner.operation
+                        self.log_root, winner.version, winner.operation
                     ),
                 )
                 .with_hint("Retry the transaction: it will see the other commit."));
@@ -291,7 +351,7 @@ impl LakeTable {
 
     /// Writes `snapshot` as a checkpoint and points the hint at it.
     pub async fn write_checkpoint(&self, snapshot: &Snapshot) -> Result<()> {
-        let path = checkpoint_path(&self.root, snapshot.version);
+        let path = checkpoint_path(&self.log_root, snapshot.version);
         // Two writers may race to write the same checkpoint: same content.
         self.put_new(&path, &snapshot.to_checkpoint()).await?;
         let hint = LastCheckpoint {
@@ -300,7 +360,7 @@ impl LakeTable {
         // The hint may go backwards if an older writer overwrites a newer
         // hint: readers only lose some speed, never correctness.
         self.store
-            .put(&last_checkpoint_path(&self.root), json_payload(&hint)?)
+            .put(&last_checkpoint_path(&self.log_root), json_payload(&hint)?)
             .await
             .map_err(|e| store_error("writing the checkpoint hint", &e))?;
         Ok(())
@@ -311,7 +371,7 @@ impl LakeTable {
     /// creating commit when there is none.
     async fn base_snapshot(&self, version: u64) -> Result<Snapshot> {
         let hint: Option<LastCheckpoint> = self
-            .try_read_json(&last_checkpoint_path(&self.root))
+            .try_read_json(&last_checkpoint_path(&self.log_root))
             .await?;
         let checkpoint_version = match hint {
             Some(hint) if hint.version <= version => Some(hint.version),
@@ -319,7 +379,7 @@ impl LakeTable {
             None => None,
         };
         if let Some(at) = checkpoint_version {
-            let path = checkpoint_path(&self.root, at);
+            let path = checkpoint_path(&self.log_root, at);
             if let Some(checkpoint) = self.try_read_json::<Checkpoint>(&path).await? {
                 check_format(checkpoint.format, &format!("checkpoint {at}"))?;
                 return Ok(Snapshot::from_checkpoint(checkpoint));
@@ -328,14 +388,14 @@ impl LakeTable {
         let creation = self.try_read_entry(0).await?.ok_or_else(|| {
             ZyronError::new(
                 SqlState::UNDEFINED_TABLE,
-                format!("no lake table at {}", self.root),
+                format!("no lake table at {}", self.log_root),
             )
         })?;
         Snapshot::from_creation(&creation)
     }
 
     async fn newest_checkpoint_at_or_before(&self, version: u64) -> Result<Option<u64>> {
-        let prefix = self.root.clone().join(CHECKPOINT_DIR);
+        let prefix = self.log_root.clone().join(CHECKPOINT_DIR);
         let versions: Vec<u64> = self
             .store
             .list(Some(&prefix))
@@ -355,13 +415,15 @@ impl LakeTable {
         self.try_read_entry(version).await?.ok_or_else(|| {
             ZyronError::new(
                 SqlState::DATA_CORRUPTED,
-                format!("lake log entry {version} of {} is missing", self.root),
+                format!("lake log entry {version} of {} is missing", self.log_root),
             )
         })
     }
 
     async fn try_read_entry(&self, version: u64) -> Result<Option<Commit>> {
-        let entry: Option<Commit> = self.try_read_json(&entry_path(&self.root, version)).await?;
+        let entry: Option<Commit> = self
+            .try_read_json(&entry_path(&self.log_root, version))
+            .await?;
         if let Some(entry) = &entry {
             check_format(entry.format, &format!("lake log entry {version}"))?;
             if entry.version != version {
@@ -527,10 +589,17 @@ fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
     Ok(())
 }
 
-fn json_payload<T: Serialize>(value: &T) -> Result<PutPayload> {
+pub(crate) fn json_payload<T: Serialize>(value: &T) -> Result<PutPayload> {
     serde_json::to_vec(value)
         .map(PutPayload::from)
         .map_err(|e| ZyronError::internal(format!("encoding a lake log record: {e}")))
+}
+
+/// `relative` (slash-separated) under `root`.
+pub(crate) fn join_relative(root: &Path, relative: &str) -> Path {
+    relative
+        .split('/')
+        .fold(root.clone(), |path, part| path.join(part))
 }
 
 pub(crate) fn store_error(context: &str, err: &object_store::Error) -> ZyronError {

@@ -14,7 +14,8 @@
 //!
 //! **Readers.** Every file that the oldest version inside the window reads,
 //! or that a later commit adds, is kept: time travel to any version after
-//! `now - retention` works. The window is the larger of the retention asked
+//! `now - retention` works. The same holds for every branch's log, and
+//! every tagged version's files are kept whatever their age. The window is the larger of the retention asked
 //! for and the table's `change_feed_retention_ms`, so the change feed's
 //! history is never cut short by a VACUUM.
 
@@ -70,7 +71,22 @@ impl LakeTable {
         let now = now_ms();
         let window_ms = retention_ms.max(latest.metadata.change_feed_retention_ms());
         let oldest = self.oldest_in_window(&latest, now - window_ms).await?;
-        let referenced = self.referenced_since(&oldest, &latest).await?;
+        let mut referenced = self.referenced_since(&oldest, &latest).await?;
+        for version in self.tags().await?.into_values() {
+            referenced.extend(self.at_version(version).await?.files.into_keys());
+        }
+        for name in self.branches().await? {
+            let branch = self.branch(&name);
+            let branch_latest = branch.latest().await?;
+            let branch_oldest = branch
+                .oldest_in_window(&branch_latest, now - window_ms)
+                .await?;
+            referenced.extend(
+                branch
+                    .referenced_since(&branch_oldest, &branch_latest)
+                    .await?,
+            );
+        }
         let min_age_ms = latest.metadata.write_lease_ms().max(retention_ms);
         let mut report = VacuumReport {
             oldest_readable_version: oldest.version,
