@@ -13,6 +13,25 @@ use crate::python::{PythonWorker, package_version};
 const WORKER: &str = r#"
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+M64 = (1 << 64) - 1
+def points(lo, hi, max_x):
+    # The lake suites' points: x and y scattered by multiplicative hashes.
+    ids = range(lo, hi)
+    return pa.table({"x": pa.array([(((i * 0x9E3779B97F4A7C15) & M64) >> 20) % max_x for i in ids], pa.int64()),
+                     "y": pa.array([(((i * 0xC2B2AE3D27D4EB4F) & M64) >> 20) % max_x for i in ids], pa.int64()),
+                     "id": pa.array(ids, pa.int64())})
+def files_overlapping(t, box, out):
+    adds = pa.table(t.get_add_actions(flatten=True)).to_pydict()
+    n, hit = len(adds["path"]), 0
+    out["bytes"] = sum(adds["size_bytes"])
+    for k in range(n):
+        if all(adds["min." + c][k] < hi and adds["max." + c][k] >= lo for c, lo, hi in box):
+            hit += 1
+    return n, hit
+def timed(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    return (time.perf_counter() - t0) * 1000.0, r
 def rows(ids):
     return pa.table({"id": pa.array(ids, pa.int64()),
                      "price": pa.array([i / 2 for i in ids], pa.float64()),
@@ -42,6 +61,34 @@ for line in sys.stdin:
                     if dt is not None:
                         dt = DeltaTable(uri, storage_options=opts)
             out.update(times_ms=times, errors=errors, first_error=first_error)
+        elif op == "load_points":
+            # Generated before the clock starts; one commit per file of
+            # file_rows rows (delta-rs sizes files in bytes, not rows).
+            chunks = [points(lo, min(lo + req["file_rows"], req["hi"]), req["max_x"])
+                      for lo in range(req["lo"], req["hi"], req["file_rows"])]
+            def load():
+                for chunk in chunks:
+                    write_deltalake(uri, chunk, mode="append", storage_options=opts)
+            out["ms"], _ = timed(load)
+        elif op == "z_order":
+            t = DeltaTable(uri, storage_options=opts)
+            size = sum(pa.table(t.get_add_actions(flatten=True)).column("size_bytes").to_pylist())
+            out["ms"], m = timed(lambda: t.optimize.z_order(req["columns"], target_size=max(1, size // req["files"])))
+            out["files_added"] = m.get("numFilesAdded")
+        elif op == "compact":
+            t = DeltaTable(uri, storage_options=opts)
+            out["ms"], m = timed(lambda: t.optimize.compact(target_size=req["target_size"]))
+            out["files_removed"], out["files_added"] = m.get("numFilesRemoved"), m.get("numFilesAdded")
+        elif op == "vacuum":
+            t = DeltaTable(uri, storage_options=opts)
+            out["ms"], gone = timed(lambda: t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False))
+            out["files_deleted"] = len(gone)
+        elif op == "prune":
+            t = DeltaTable(uri, storage_options=opts)
+            box = req["box"]
+            out["files"], out["files_hit"] = files_overlapping(t, box, out)
+            filters = [f for c, lo, hi in box for f in ((c, ">=", lo), (c, "<", hi))]
+            out["rows"] = t.to_pyarrow_table(filters=filters or None).num_rows
         elif op == "count":
             t = DeltaTable(uri, storage_options=opts)
             ids = t.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
@@ -111,6 +158,11 @@ impl DeltaWriter {
         ids: &[i64],
     ) -> Result<DeltaCommits, String> {
         self.commits("delete", uri, options, ids)
+    }
+
+    /// Any request of the worker script (see its operations); the reply.
+    pub fn request(&mut self, request: serde_json::Value) -> Result<serde_json::Value, String> {
+        self.worker.request(&request)
     }
 
     /// Rows in the latest version and the sum of their ids.

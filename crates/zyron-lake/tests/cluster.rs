@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::compute::kernels::numeric::div;
-use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use arrow::datatypes::Int64Type;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use zyron_format::{CmpOp, PredicateOp, Scalar};
@@ -24,19 +24,7 @@ on_local_disk_and_s3!(
 );
 
 const ROWS: i64 = 40_000;
-const MAX_X: i64 = 1_000_000;
-
-/// Points (x, y) scattered by a multiplicative hash: x and y uncorrelated.
-fn points(range: std::ops::Range<i64>) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("x", DataType::Int64, false),
-        Field::new("y", DataType::Int64, false),
-    ]));
-    let scatter = |i: i64, k: u64| ((i as u64).wrapping_mul(k) >> 20) as i64 % MAX_X;
-    let x = Int64Array::from_iter_values(range.clone().map(|i| scatter(i, 0x9E37_79B9_7F4A_7C15)));
-    let y = Int64Array::from_iter_values(range.map(|i| scatter(i, 0xC2B2_AE3D_27D4_EB4F)));
-    RecordBatch::try_new(schema, vec![Arc::new(x), Arc::new(y)]).unwrap()
-}
+const MAX_X: i64 = MAX_XY;
 
 async fn create(store: Arc<dyn ObjectStore>, root: Path) -> LakeTable {
     let metadata = TableMetadata {

@@ -15,6 +15,8 @@
 
 mod common;
 
+use common::Storage;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,10 +24,8 @@ use std::time::Instant;
 use arrow::array::{AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::compute::kernels::cmp::eq;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use object_store::ObjectStore;
 use object_store::path::Path;
 use zyron_bench::deltalake::{self, DeltaCommits, DeltaWriter};
-use zyron_bench::seaweedfs::SeaweedFs;
 use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_format::{CmpOp, PredicateOp, Scalar};
 use zyron_lake::{FileFilter, LakeTable, Snapshot, TableMetadata};
@@ -33,18 +33,6 @@ use zyron_lake::{FileFilter, LakeTable, Snapshot, TableMetadata};
 const CONCURRENT_WRITERS: usize = 8;
 /// Ids below this start the delete tables; appended ids start above.
 const APPEND_ID_BASE: i64 = 1 << 40;
-
-/// Where one side of one measurement writes.
-struct Storage {
-    name: &'static str,
-    zyron: Arc<dyn ObjectStore>,
-    /// delta-rs's table URIs are `<delta_base>/<table>`.
-    delta_base: String,
-    delta_options: BTreeMap<String, String>,
-    /// Whether delta-rs makes a commit durable before reporting it: its
-    /// local filesystem store never fsyncs; an S3 server stores durably.
-    peer_durable: bool,
-}
 
 /// One workload's shape.
 #[derive(Clone, Copy)]
@@ -98,23 +86,7 @@ fn lake_suite() {
         run.skip(format!("delta-rs: {reason}"));
     }
     let local_dir = tempfile::tempdir().unwrap();
-    let mut storages = vec![Storage {
-        name: "local",
-        zyron: common::local_store(&local_dir),
-        delta_base: local_dir.path().join("delta").display().to_string(),
-        delta_options: BTreeMap::new(),
-        peer_durable: false,
-    }];
-    match SeaweedFs::shared() {
-        Ok(server) => storages.push(Storage {
-            name: "s3",
-            zyron: common::s3_store(),
-            delta_base: format!("s3://{}/delta", server.bucket),
-            delta_options: deltalake::s3_options(&server.endpoint(), "zyron", "zyron"),
-            peer_durable: true,
-        }),
-        Err(reason) => run.skip(format!("S3 (SeaweedFS): {reason}")),
-    }
+    let storages = common::storages(&mut run, &local_dir);
 
     for storage in &storages {
         for workload in workloads {

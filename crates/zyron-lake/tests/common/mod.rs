@@ -1,8 +1,17 @@
 //! What every lake test file shares: stores on the local filesystem and on
 //! S3 (a SeaweedFS server of its own), and a macro that runs one scenario
-//! on both.
+//! on both; and what the lake suites share: the points they load and the
+//! storages (with delta-rs's matching URIs) they run on.
 
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use zyron_bench::SuiteRun;
+use zyron_bench::deltalake;
 
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
@@ -49,4 +58,58 @@ macro_rules! on_local_disk_and_s3 {
             }
         }
     )*};
+}
+
+/// The largest x and y of [`points`].
+pub const MAX_XY: i64 = 1_000_000;
+
+/// Rows `ids` as (x, y, id), x and y scattered by multiplicative hashes so
+/// they are uncorrelated with each other and with the id. delta-rs's worker
+/// (`zyron_bench::deltalake`) generates the same rows.
+pub fn points(ids: std::ops::Range<i64>) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("x", DataType::Int64, false),
+        Field::new("y", DataType::Int64, false),
+        Field::new("id", DataType::Int64, false),
+    ]));
+    let scatter = |i: i64, k: u64| ((i as u64).wrapping_mul(k) >> 20) as i64 % MAX_XY;
+    let x = Int64Array::from_iter_values(ids.clone().map(|i| scatter(i, 0x9E37_79B9_7F4A_7C15)));
+    let y = Int64Array::from_iter_values(ids.clone().map(|i| scatter(i, 0xC2B2_AE3D_27D4_EB4F)));
+    let id = Int64Array::from_iter_values(ids);
+    RecordBatch::try_new(schema, vec![Arc::new(x), Arc::new(y), Arc::new(id)]).unwrap()
+}
+
+/// Where a suite's two sides write, on one kind of storage.
+pub struct Storage {
+    pub name: &'static str,
+    pub zyron: Arc<dyn ObjectStore>,
+    /// delta-rs's table URIs are `<delta_base>/<table>`.
+    pub delta_base: String,
+    pub delta_options: BTreeMap<String, String>,
+    /// Whether delta-rs makes a commit durable before reporting it: its
+    /// local filesystem store never fsyncs; an S3 server stores durably.
+    pub peer_durable: bool,
+}
+
+/// The local disk (under `local_dir`) and, when SeaweedFS runs, S3; a
+/// storage that cannot run is recorded as skipped in `run`.
+pub fn storages(run: &mut SuiteRun, local_dir: &tempfile::TempDir) -> Vec<Storage> {
+    let mut storages = vec![Storage {
+        name: "local",
+        zyron: local_store(local_dir),
+        delta_base: local_dir.path().join("delta").display().to_string(),
+        delta_options: BTreeMap::new(),
+        peer_durable: false,
+    }];
+    match SeaweedFs::shared() {
+        Ok(server) => storages.push(Storage {
+            name: "s3",
+            zyron: s3_store(),
+            delta_base: format!("s3://{}/delta", server.bucket),
+            delta_options: deltalake::s3_options(&server.endpoint(), "zyron", "zyron"),
+            peer_durable: true,
+        }),
+        Err(reason) => run.skip(format!("S3 (SeaweedFS): {reason}")),
+    }
+    storages
 }
