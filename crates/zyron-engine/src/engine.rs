@@ -136,6 +136,13 @@ impl Engine {
         state
             .table_factories_mut()
             .insert("ZYR".into(), Arc::new(crate::zyr::ZyrTableFactory));
+        let lakes = Arc::new(crate::lake::LakeRegistry::default());
+        state.table_factories_mut().insert(
+            "LAKE".into(),
+            Arc::new(crate::lake::LakeTableFactory {
+                registry: lakes.clone(),
+            }),
+        );
         let ctx = SessionContext::new_with_state(state);
         let shared_tables: crate::heap::SharedTables = Arc::new(RwLock::new(Default::default()));
         default_catalog(&ctx)?
@@ -145,6 +152,7 @@ impl Engine {
             )
             .map_err(to_zyron_error)?;
         ctx.register_udtf("read_zyr", Arc::new(crate::zyr::ReadZyr));
+        crate::lake::register_functions(&ctx, &lakes);
         datafusion_pg_catalog::setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
             .map_err(|e| ZyronError::internal(format!("setting up pg_catalog: {e}")))?;
         crate::settings::register_functions(&ctx);

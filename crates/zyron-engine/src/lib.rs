@@ -30,6 +30,7 @@ pub mod demo;
 mod engine;
 mod errors;
 pub mod heap;
+pub mod lake;
 mod leaf_exec;
 mod session;
 mod settings;

@@ -4,13 +4,14 @@
 //! **In-flight writers.** A data file's name starts with the time it was
 //! written (`data/<13-digit ms>-<random>.zyr`). A commit refuses to add a
 //! file written longer ago than the table's write lease (`write_lease_ms`,
-//! default one hour), and VACUUM deletes an unreferenced file only once it
+//! default one hour). VACUUM reads the whole log, so it knows every file
+//! ever committed; a file that no commit ever added is deleted only once it
 //! is older than the lease (and the retention). So a file VACUUM deletes can
-//! never be committed afterwards: its writer either committed it already
-//! (then a version references it) or can no longer commit it. This is a
-//! lease written into each name instead of an intent record, so writing a
-//! file costs no extra request; it assumes writers' and VACUUM's clocks
-//! agree to well within the lease.
+//! never be committed afterwards: either a commit added it (and a later one
+//! removed it before the window) or its writer can no longer commit it.
+//! This is a lease written into each name instead of an intent record, so
+//! writing a file costs no extra request; it assumes writers' and VACUUM's
+//! clocks agree to well within the lease.
 //!
 //! **Readers.** Every file that the oldest version inside the window reads,
 //! or that a later commit adds, is kept: time travel to any version after
@@ -42,8 +43,8 @@ pub struct VacuumReport {
     pub bytes_deleted: u64,
     /// Files some version in the window reads.
     pub files_referenced: u64,
-    /// Unreferenced files younger than the write lease: a writer may still
-    /// commit them (or they are dead files not yet old enough).
+    /// Files no commit ever added that are younger than the write lease: a
+    /// writer may still commit them.
     pub files_within_lease: u64,
 }
 
@@ -72,6 +73,7 @@ impl LakeTable {
         let window_ms = retention_ms.max(latest.metadata.change_feed_retention_ms());
         let oldest = self.oldest_in_window(&latest, now - window_ms).await?;
         let mut referenced = self.referenced_since(&oldest, &latest).await?;
+        let committed_before = self.added_through(oldest.version).await?;
         for version in self.tags().await?.into_values() {
             referenced.extend(self.at_version(version).await?.files.into_keys());
         }
@@ -102,11 +104,15 @@ impl LakeTable {
             if referenced.contains(&relative) {
                 continue;
             }
-            let created_ms =
-                created_ms_of(&relative).unwrap_or_else(|| meta.last_modified.timestamp_millis());
-            if now - created_ms <= min_age_ms {
-                report.files_within_lease += 1;
-                continue;
+            // A file some commit added, and no version in the window reads,
+            // was removed before the window: no writer holds it.
+            if !committed_before.contains(&relative) {
+                let created_ms = created_ms_of(&relative)
+                    .unwrap_or_else(|| meta.last_modified.timestamp_millis());
+                if now - created_ms <= min_age_ms {
+                    report.files_within_lease += 1;
+                    continue;
+                }
             }
             report.files_deleted += 1;
             report.bytes_deleted += meta.size;
@@ -134,6 +140,23 @@ impl LakeTable {
             Err(e) if e.sqlstate() == SqlState::INVALID_PARAMETER_VALUE => self.at_version(0).await,
             Err(e) => Err(e),
         }
+    }
+
+    /// Paths of every data file the versions up to `version` added.
+    async fn added_through(&self, version: u64) -> Result<BTreeSet<String>> {
+        let entries: Vec<_> = futures::stream::iter(0..=version)
+            .map(|v| self.entry(v))
+            .buffered(CONCURRENT_ENTRY_READS)
+            .try_collect()
+            .await?;
+        Ok(entries
+            .into_iter()
+            .flat_map(|entry| entry.actions)
+            .filter_map(|action| match action {
+                Action::Add(file) => Some(file.path),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Paths of every data file some version from `oldest` to `latest`

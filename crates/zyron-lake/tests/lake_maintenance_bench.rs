@@ -5,15 +5,13 @@
 //! afterwards and must hold every row.
 //!
 //! Zyron's tables here keep every file as an object (`inline_max_bytes` 0)
-//! so both sides rewrite objects, and use a one-second write lease so that
-//! VACUUM may delete the replaced files once they are a second old (the
-//! suite waits for that clock condition before timing VACUUM).
+//! so both sides rewrite objects.
 //!
 //! `ZYRON_BENCH_SCALE=full cargo test --release --workspace --test lake_maintenance_bench -- --nocapture`
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use object_store::path::Path;
 use serde_json::json;
@@ -22,8 +20,6 @@ use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_lake::{LakeTable, TableMetadata};
 
 use common::{MAX_XY, Storage, points};
-
-const WRITE_LEASE_MS: i64 = 1_000;
 
 /// One round's figures for one system.
 struct Round {
@@ -111,11 +107,7 @@ async fn zyron_round(
     let metadata = TableMetadata {
         schema: json!({"columns": ["x", "y", "id"]}),
         checkpoint_interval: 100,
-        properties: [
-            ("inline_max_bytes".to_owned(), "0".to_owned()),
-            ("write_lease_ms".to_owned(), WRITE_LEASE_MS.to_string()),
-        ]
-        .into(),
+        properties: [("inline_max_bytes".to_owned(), "0".to_owned())].into(),
     };
     let lake = LakeTable::create(storage.zyron.clone(), Path::from(table), metadata)
         .await
@@ -136,11 +128,6 @@ async fn zyron_round(
     let optimize_s = started.elapsed().as_secs_f64();
     assert_eq!(report.files_removed, small_files);
     assert_eq!(report.rows_written, rows as u64);
-    let replaced_at = Instant::now();
-    // The replaced files must outlive the write lease before VACUUM may
-    // delete them (a condition on the clock, not on another thread).
-    let lease = Duration::from_millis(WRITE_LEASE_MS as u64 + 50);
-    std::thread::sleep(lease.saturating_sub(replaced_at.elapsed()));
     let started = Instant::now();
     let vacuumed = lake.vacuum(0, false).await.unwrap();
     let vacuum_s = started.elapsed().as_secs_f64();

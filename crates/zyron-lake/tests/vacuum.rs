@@ -84,41 +84,40 @@ async fn vacuum_spares_an_in_flight_writer_and_deletes_old_garbage(
     in_flight.append(&[ids(5_000..5_500)]).await.unwrap();
     assert_eq!(data_objects(&store, &root).await, 5);
 
-    let dry = table.vacuum(0, true).await.unwrap();
-    assert_eq!(dry.files_deleted, 1);
+    // With an hour's retention the dead files stay for time travel; only
+    // the old garbage goes. A dry run says so and deletes nothing.
+    let dry = table.vacuum(HOUR_MS, true).await.unwrap();
+    assert_eq!((dry.oldest_readable_version, dry.files_deleted), (0, 1));
     assert_eq!(
         data_objects(&store, &root).await,
         5,
         "a dry run deletes nothing"
     );
-    let report = table.vacuum(0, false).await.unwrap();
+    let report = table.vacuum(HOUR_MS, false).await.unwrap();
     assert_eq!(report, dry);
-    assert_eq!(report.files_referenced, 1, "the optimized file");
     assert_eq!(
-        report.files_within_lease, 3,
-        "two dead files and the in-flight one"
+        report.files_referenced, 3,
+        "the optimized file and the two it replaced"
     );
+    assert_eq!(report.files_within_lease, 1, "the in-flight file");
     assert_eq!(report.bytes_deleted, 9);
-    assert_eq!(data_objects(&store, &root).await, 4);
     assert!(store.head(&table.data_path(&old)).await.is_err());
+    let old_ids = all_ids(&table, &table.at_version(two_files.version).await.unwrap()).await;
+    assert_eq!(old_ids, (0..2_000).collect::<Vec<_>>());
+
+    // With no retention the replaced files go (they were committed, so no
+    // writer holds them); the in-flight file stays.
+    let report = table.vacuum(0, false).await.unwrap();
+    assert_eq!((report.files_deleted, report.files_within_lease), (2, 1));
+    assert_eq!(data_objects(&store, &root).await, 2);
+    let old = table.at_version(two_files.version).await.unwrap();
+    let err = table.scan(&old, None, &[]).await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "58030", "{}", err.message());
 
     let done = in_flight.commit("append").await.unwrap();
     let mut want: Vec<i64> = (0..2_000).collect();
     want.extend(5_000..5_500);
     assert_eq!(all_ids(&table, &done.snapshot).await, want);
-    // The dead files are still there for time travel.
-    let (old_ids, new_ids) = (
-        all_ids(&table, &table.at_version(two_files.version).await.unwrap()).await,
-        (0..2_000).collect::<Vec<_>>(),
-    );
-    assert_eq!(old_ids, new_ids);
-    // With a retention covering the whole history, every version stays
-    // readable and VACUUM says so.
-    let report = table.vacuum(HOUR_MS, false).await.unwrap();
-    assert_eq!(
-        (report.oldest_readable_version, report.files_deleted),
-        (0, 0)
-    );
 }
 
 async fn a_writer_racing_vacuum_loses_nothing(store: Arc<dyn ObjectStore>, root: Path) {

@@ -14,7 +14,7 @@ mod point;
 mod provider;
 mod scan;
 mod schema;
-mod write;
+pub(crate) mod write;
 
 use std::sync::Arc;
 

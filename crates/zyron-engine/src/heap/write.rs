@@ -105,7 +105,7 @@ pub fn strict_cast_options() -> CastOptions<'static> {
     }
 }
 
-fn strict_cast(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+pub(crate) fn strict_cast(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
     Ok(cast_with_options(array, data_type, &strict_cast_options())?)
 }
 
@@ -316,7 +316,10 @@ pub fn compile_filters(
 }
 
 /// Rows where every filter is true (NULL does not qualify).
-fn matches(predicate: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<BooleanArray> {
+pub(crate) fn matches(
+    predicate: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<BooleanArray> {
     let mut mask = BooleanArray::from(vec![true; batch.num_rows()]);
     for expr in predicate {
         let result = expr.evaluate(batch)?.into_array(batch.num_rows())?;
