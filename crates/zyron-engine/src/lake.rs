@@ -88,7 +88,8 @@ impl TableProviderFactory for LakeTableFactory {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("a LAKE table needs exactly one LOCATION");
         };
-        let Location { store, root } = Location::parse(location).map_err(to_df)?;
+        let s3_options = cmd.options.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let Location { store, root } = Location::parse_with(location, s3_options).map_err(to_df)?;
         let declared: SchemaRef = Arc::new(cmd.schema.as_arrow().clone());
         let existing = LakeTable::new(store.clone(), root.clone());
         let (table, schema) = match existing.latest().await {
@@ -117,7 +118,11 @@ impl TableProviderFactory for LakeTableFactory {
                     properties: cmd
                         .options
                         .iter()
-                        .filter(|(k, _)| k.as_str() != "checkpoint_interval")
+                        // Credentials and endpoints stay out of the log.
+                        .filter(|(k, _)| {
+                            k.as_str() != "checkpoint_interval"
+                                && !k.starts_with(zyron_lake::location::S3_OPTION_PREFIX)
+                        })
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                 };
@@ -441,6 +446,22 @@ fn check_not_null(schema: &Schema, batch: &RecordBatch) -> Result<()> {
             ),
         ))),
     }
+}
+
+/// Whether a DML statement's target is a lake table.
+pub fn is_lake_table(target: &Arc<dyn datafusion::logical_expr::TableSource>) -> bool {
+    datafusion::datasource::source_as_provider(target)
+        .is_ok_and(|provider| (provider.as_ref() as &dyn std::any::Any).is::<LakeProvider>())
+}
+
+/// A lake statement commits on its own: inside BEGIN ... COMMIT it could
+/// not be rolled back with the rest, so it is refused there.
+pub fn no_transaction_blocks() -> ZyronError {
+    ZyronError::new(
+        SqlState::ACTIVE_SQL_TRANSACTION,
+        "lake tables are written outside transaction blocks: each statement commits on its own",
+    )
+    .with_hint("Run the statement after COMMIT or ROLLBACK.")
 }
 
 /// `batch` with `schema`'s column types (and field names).

@@ -379,7 +379,10 @@ impl Session {
                     .map_err(to_zyron_error)?;
                 Ok(StatementResult::Rows { schema, stream })
             }
-            (Some(command), LogicalPlan::Dml(_)) => {
+            (Some(command), LogicalPlan::Dml(dml)) => {
+                if self.in_transaction_block() && crate::lake::is_lake_table(&dml.target) {
+                    return Err(crate::lake::no_transaction_blocks());
+                }
                 // Optimized once: the guard must see the plan DataFusion will run.
                 let optimized = state.optimize(&plan).map_err(to_zyron_error)?;
                 if !heap::guard_dml_input(&optimized)? {

@@ -234,6 +234,11 @@ fn lake_errors_are_clear() {
         let err = error(&mut s, "INSERT INTO t VALUES (NULL)").await;
         assert_eq!(err.sqlstate().code(), "23502", "{err}");
         command(&mut s, "INSERT INTO t VALUES (1), (2)").await;
+        // Inside a transaction block a lake write could not roll back.
+        command(&mut s, "BEGIN").await;
+        let err = error(&mut s, "INSERT INTO t VALUES (3)").await;
+        assert_eq!(err.sqlstate().code(), "25001", "{err}");
+        command(&mut s, "ROLLBACK").await;
         let err = error(&mut s, "SELECT * FROM lake_version('t', 9)").await;
         assert_eq!(err.sqlstate().code(), "22023", "{err}");
         let err = error(&mut s, "SELECT * FROM lake_version('nope', 1)").await;

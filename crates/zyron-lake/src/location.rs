@@ -28,12 +28,33 @@ impl Location {
     /// Parses `s3://bucket/prefix`, `file:///abs/dir` or a plain directory
     /// path. A local directory is created if missing.
     pub fn parse(location: &str) -> Result<Location> {
+        Self::parse_with(location, std::iter::empty())
+    }
+
+    /// [`parse`](Self::parse), with S3 settings given as `aws.<key>`
+    /// options (`aws.endpoint`, `aws.region`, `aws.access_key_id`,
+    /// `aws.secret_access_key`, `aws.allow_http`, ...) over the
+    /// environment's. Other options are ignored here.
+    pub fn parse_with<'a>(
+        location: &str,
+        options: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Location> {
         if let Some(rest) = location.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
                 return Err(invalid(location, "names no bucket"));
             }
-            return s3(bucket, prefix, AmazonS3Builder::from_env());
+            let mut builder = AmazonS3Builder::from_env();
+            for (key, value) in options {
+                let Some(key) = key.strip_prefix(S3_OPTION_PREFIX) else {
+                    continue;
+                };
+                let key = format!("aws_{key}").parse().map_err(|_| {
+                    invalid(location, &format!("has an unknown S3 option aws.{key}"))
+                })?;
+                builder = builder.with_config(key, value);
+            }
+            return s3(bucket, prefix, builder);
         }
         if location.contains("://") && !location.starts_with("file://") {
             return Err(ZyronError::new(
@@ -52,6 +73,9 @@ impl Location {
         })
     }
 }
+
+/// Options that configure S3 (and are never stored in the table).
+pub const S3_OPTION_PREFIX: &str = "aws.";
 
 /// An S3 bucket through `builder` (the environment, or explicit settings
 /// in tests), with conditional puts on.

@@ -349,3 +349,70 @@ async fn copy_from_stdin_through_the_extended_protocol() {
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3, 2));
 }
+
+/// A lake table on S3 (SeaweedFS) over the wire: created with its S3
+/// settings as options, written with INSERT, UPDATE and DELETE, read with
+/// a parameter, at an old version and as a change feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lake_tables_on_s3_over_the_wire() {
+    let s3 = zyron_bench::seaweedfs::SeaweedFs::shared().unwrap_or_else(|e| panic!("{e}"));
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute(&format!(
+            "CREATE EXTERNAL TABLE trips (id BIGINT NOT NULL, city TEXT, km DOUBLE) \
+             STORED AS LAKE LOCATION 's3://{}/wire/trips' \
+             OPTIONS ('aws.endpoint' '{}', 'aws.allow_http' 'true', 'aws.region' 'us-east-1', \
+                      'aws.access_key_id' 'zyron', 'aws.secret_access_key' 'zyron')",
+            s3.bucket,
+            s3.endpoint()
+        ))
+        .await
+        .unwrap();
+    let inserted = client
+        .execute(
+            "INSERT INTO trips SELECT value AS id, concat('c', value % 5) AS city, \
+             CAST(value AS DOUBLE) AS km FROM generate_series(1, 5000)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(inserted, 5_000);
+    let deleted = client
+        .execute("DELETE FROM trips WHERE city = 'c0'", &[])
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1_000);
+    let updated = client
+        .execute("UPDATE trips SET km = km * 2 WHERE id <= 10", &[])
+        .await
+        .unwrap();
+    assert_eq!(updated, 8, "ids 5 and 10 were deleted");
+    let row = client
+        .query_one(
+            "SELECT count(*), sum(km) FROM trips WHERE id <= $1",
+            &[&10i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 8);
+    assert_eq!(
+        row.get::<_, f64>(1),
+        2.0 * (1 + 2 + 3 + 4 + 6 + 7 + 8 + 9) as f64
+    );
+    let rows = simple_rows(
+        client
+            .simple_query(
+                "SELECT (SELECT count(*) FROM lake_version('trips', 1)) AS at_v1, \
+                 (SELECT count(*) FROM lake_changes('trips', 1, 3) WHERE _change_type = 'delete') AS deletes",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("5000".into()), Some("1008".into())]]);
+    let err = client
+        .simple_query("SELECT * FROM lake_version('trips', 99)")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&err), "22023", "{err}");
+}
