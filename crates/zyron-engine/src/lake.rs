@@ -448,20 +448,53 @@ fn check_not_null(schema: &Schema, batch: &RecordBatch) -> Result<()> {
     }
 }
 
-/// Whether a DML statement's target is a lake table.
-pub fn is_lake_table(target: &Arc<dyn datafusion::logical_expr::TableSource>) -> bool {
-    datafusion::datasource::source_as_provider(target)
-        .is_ok_and(|provider| (provider.as_ref() as &dyn std::any::Any).is::<LakeProvider>())
-}
-
-/// A lake statement commits on its own: inside BEGIN ... COMMIT it could
-/// not be rolled back with the rest, so it is refused there.
-pub fn no_transaction_blocks() -> ZyronError {
-    ZyronError::new(
-        SqlState::ACTIVE_SQL_TRANSACTION,
-        "lake tables are written outside transaction blocks: each statement commits on its own",
-    )
-    .with_hint("Run the statement after COMMIT or ROLLBACK.")
+/// Refuses plans that write a lake table (DML, or a maintenance or
+/// versioning function) where that cannot be done right: inside a
+/// transaction block (a lake statement commits on its own and could not
+/// roll back with the rest: 25001), and under EXPLAIN (planning these runs
+/// them: 0A000).
+pub fn check_lake_writes(
+    plan: &datafusion::logical_expr::LogicalPlan,
+    in_transaction_block: bool,
+) -> zyron_common::Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::logical_expr::LogicalPlan;
+    let provider_of = |source: &Arc<dyn datafusion::logical_expr::TableSource>| {
+        datafusion::datasource::source_as_provider(source).ok()
+    };
+    let mut writes = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        writes |= match node {
+            LogicalPlan::Dml(dml) => provider_of(&dml.target)
+                .is_some_and(|p| (p.as_ref() as &dyn std::any::Any).is::<LakeProvider>()),
+            LogicalPlan::TableScan(scan) => provider_of(&scan.source).is_some_and(|p| {
+                (p.as_ref() as &dyn std::any::Any)
+                    .downcast_ref::<Deferred>()
+                    .is_some_and(|d| matches!(d.what, DeferredKind::Action(_)))
+            }),
+            _ => false,
+        };
+        Ok(match writes {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    });
+    if !writes {
+        return Ok(());
+    }
+    if matches!(plan, LogicalPlan::Explain(_)) {
+        return Err(ZyronError::not_supported(
+            "EXPLAIN of a statement that writes a lake table is not supported: planning it would run it",
+        ));
+    }
+    if in_transaction_block {
+        return Err(ZyronError::new(
+            SqlState::ACTIVE_SQL_TRANSACTION,
+            "lake tables are written outside transaction blocks: each statement commits on its own",
+        )
+        .with_hint("Run the statement after COMMIT or ROLLBACK."));
+    }
+    Ok(())
 }
 
 /// `batch` with `schema`'s column types (and field names).
@@ -644,7 +677,13 @@ impl TableFunctionImpl for LakeFunction {
                     args.len() > 2 && text_arg(args, 2, "dry run")?.eq_ignore_ascii_case("true");
                 Box::new(move |t| {
                     Box::pin(async move {
-                        let r = t.vacuum(hours * 3_600_000, dry_run).await?;
+                        let retention_ms = hours.checked_mul(3_600_000).ok_or_else(|| {
+                            ZyronError::new(
+                                SqlState::INVALID_PARAMETER_VALUE,
+                                "VACUUM retention is too long",
+                            )
+                        })?;
+                        let r = t.vacuum(retention_ms, dry_run).await?;
                         Ok(vec![
                             ("files_deleted", r.files_deleted as i64),
                             ("bytes_deleted", r.bytes_deleted as i64),

@@ -367,6 +367,7 @@ impl Session {
                 .create_heap_table(create, extras.unwrap_or_default())
                 .await;
         }
+        crate::lake::check_lake_writes(&plan, self.in_transaction_block())?;
         let command = statement::command_for_plan(&plan);
         match (command, &plan) {
             (None, _) => {
@@ -379,10 +380,7 @@ impl Session {
                     .map_err(to_zyron_error)?;
                 Ok(StatementResult::Rows { schema, stream })
             }
-            (Some(command), LogicalPlan::Dml(dml)) => {
-                if self.in_transaction_block() && crate::lake::is_lake_table(&dml.target) {
-                    return Err(crate::lake::no_transaction_blocks());
-                }
+            (Some(command), LogicalPlan::Dml(_)) => {
                 // Optimized once: the guard must see the plan DataFusion will run.
                 let optimized = state.optimize(&plan).map_err(to_zyron_error)?;
                 if !heap::guard_dml_input(&optimized)? {

@@ -239,6 +239,17 @@ fn lake_errors_are_clear() {
         let err = error(&mut s, "INSERT INTO t VALUES (3)").await;
         assert_eq!(err.sqlstate().code(), "25001", "{err}");
         command(&mut s, "ROLLBACK").await;
+        command(&mut s, "BEGIN").await;
+        let err = error(&mut s, "SELECT * FROM lake_optimize('t')").await;
+        assert_eq!(err.sqlstate().code(), "25001", "{err}");
+        command(&mut s, "ROLLBACK").await;
+        // EXPLAIN would run the write while planning it: refused.
+        let err = error(&mut s, "EXPLAIN DELETE FROM t WHERE id = 1").await;
+        assert_eq!(err.sqlstate().code(), "0A000", "{err}");
+        let err = error(&mut s, "EXPLAIN SELECT * FROM lake_vacuum('t', 0)").await;
+        assert_eq!(err.sqlstate().code(), "0A000", "{err}");
+        let err = error(&mut s, "SELECT * FROM lake_optimize('t', 0)").await;
+        assert_eq!(err.sqlstate().code(), "22023", "{err}");
         let err = error(&mut s, "SELECT * FROM lake_version('t', 9)").await;
         assert_eq!(err.sqlstate().code(), "22023", "{err}");
         let err = error(&mut s, "SELECT * FROM lake_version('nope', 1)").await;

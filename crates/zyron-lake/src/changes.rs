@@ -46,12 +46,22 @@ impl LakeTable {
                 format!("a change feed from version {after} to {through} runs backwards"),
             ));
         }
+        let latest = self.latest().await?;
+        if through > latest.version {
+            return Err(ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!(
+                    "the change feed ends at version {through}, after the latest ({})",
+                    latest.version
+                ),
+            ));
+        }
         let mut state = self.at_version(after).await?;
         let mut changes = Vec::new();
         for version in after + 1..=through {
             let entry = self.entry(version).await?;
-            if entry.data_change {
-                for action in &entry.actions {
+            for action in &entry.actions {
+                if entry.data_change {
                     let (kind, batches) = match action {
                         Action::Add(file) => {
                             (ChangeKind::Insert, self.read_file(file, None, &[]).await?)
@@ -65,7 +75,8 @@ impl LakeTable {
                             let file = live(&state.files, &deleted.path)?;
                             (ChangeKind::Delete, self.rows_at(file, &deleted.rows).await?)
                         }
-                        Action::Metadata(_) => continue,
+                        // A schema change changes no row.
+                        Action::Metadata(_) => (ChangeKind::Insert, Vec::new()),
                     };
                     changes.extend(batches.into_iter().map(|rows| Change {
                         version,
@@ -74,8 +85,11 @@ impl LakeTable {
                         rows,
                     }));
                 }
+                // Later actions of the same entry see this one applied.
+                state.apply_action(action, version)?;
             }
-            state.apply(&entry)?;
+            state.version = version;
+            state.timestamp_ms = entry.timestamp_ms;
         }
         Ok(changes)
     }

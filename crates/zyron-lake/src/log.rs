@@ -164,7 +164,7 @@ impl<'de> Deserialize<'de> for InlineBytes {
 impl DataFile {
     /// Rows a reader sees: the file's rows minus its deleted ones.
     pub fn live_rows(&self) -> u64 {
-        self.rows - self.deleted.len()
+        self.rows.saturating_sub(self.deleted.len())
     }
 }
 

@@ -32,7 +32,12 @@ impl LakeTable {
     /// `target_file_rows` live rows. Fails with 40001 if a concurrent commit
     /// deleted rows of a file it rewrites (retrying sees the deletion).
     pub async fn optimize(&self, target_file_rows: u64) -> Result<OptimizeReport> {
-        assert!(target_file_rows > 0, "target_file_rows must be positive");
+        if target_file_rows == 0 {
+            return Err(zyron_common::ZyronError::new(
+                zyron_common::SqlState::INVALID_PARAMETER_VALUE,
+                "OPTIMIZE's target rows per file must be at least 1",
+            ));
+        }
         let mut write = self.begin().await?;
         let candidates: Vec<DataFile> = write
             .base()

@@ -78,30 +78,40 @@ impl Snapshot {
 
     fn apply_actions(&mut self, commit: &Commit) -> Result<()> {
         for action in &commit.actions {
-            match action {
-                Action::Metadata(metadata) => self.metadata = metadata.clone(),
-                Action::Add(file) => {
-                    if self.files.insert(file.path.clone(), file.clone()).is_some() {
-                        return Err(corrupt(
-                            commit.version,
-                            &format!("adds {} twice", file.path),
-                        ));
-                    }
-                }
-                Action::Remove(file) => {
-                    if self.files.remove(&file.path).is_none() {
-                        return Err(corrupt(
-                            commit.version,
-                            &format!("removes {}, which is not in the table", file.path),
-                        ));
-                    }
-                }
-                Action::DeleteRows(deleted) => self
-                    .delete_rows(deleted)
-                    .map_err(|why| corrupt(commit.version, &why))?,
-            }
+            self.apply_action(action, commit.version)?;
         }
         Ok(())
+    }
+
+    /// Applies one action of version `version` (the change feed walks
+    /// actions one by one); the snapshot's version is left as it was.
+    pub(crate) fn apply_action(&mut self, action: &Action, version: u64) -> Result<()> {
+        let refused = match action {
+            Action::Metadata(metadata) if metadata.checkpoint_interval == 0 => {
+                Some("sets checkpoint_interval 0".to_owned())
+            }
+            Action::Metadata(metadata) => {
+                self.metadata = metadata.clone();
+                None
+            }
+            Action::Add(file) if file.deleted.end() > file.rows => Some(format!(
+                "adds {} with deleted rows beyond its {} rows",
+                file.path, file.rows
+            )),
+            Action::Add(file) => self
+                .files
+                .insert(file.path.clone(), file.clone())
+                .map(|_| format!("adds {} twice", file.path)),
+            Action::Remove(file) => match self.files.remove(&file.path) {
+                Some(_) => None,
+                None => Some(format!("removes {}, which is not in the table", file.path)),
+            },
+            Action::DeleteRows(deleted) => self.delete_rows(deleted).err(),
+        };
+        match refused {
+            Some(why) => Err(corrupt(version, &why)),
+            None => Ok(()),
+        }
     }
 
     /// Marks rows of a live file deleted, or says why that cannot apply.

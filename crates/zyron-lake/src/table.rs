@@ -294,11 +294,17 @@ impl LakeTable {
                 actions: actions.clone(),
             };
             let path = entry_path(&self.log_root, commit.version);
-            let won = match self.put_new(&path, &commit).await? {
-                true => true,
+            let won = match self.put_new(&path, &commit).await {
+                Ok(true) => true,
                 // Ours after all when object_store retried this put (say,
                 // after a timeout) and its first try had landed.
-                false => self.read_entry(commit.version).await?.commit_id == commit_id,
+                Ok(false) => self.read_entry(commit.version).await?.commit_id == commit_id,
+                // The put failed, or seemed to: if the entry is there, it
+                // says whose it is; if not, the commit did not happen.
+                Err(e) => match self.try_read_entry(commit.version).await {
+                    Ok(Some(entry)) => entry.commit_id == commit_id,
+                    _ => return Err(e),
+                },
             };
             if won {
                 current.apply(&commit)?;
@@ -311,6 +317,20 @@ impl LakeTable {
                 });
             }
             self.catch_up(&mut current, &actions).await?;
+            // The winners may have made our actions impossible (both
+            // merging one branch adds the same files twice): refuse before
+            // writing an entry that could not apply.
+            validate(&current, &actions).map_err(|e| {
+                ZyronError::new(
+                    SqlState::SERIALIZATION_FAILURE,
+                    format!(
+                        "could not commit to lake table {}: {}",
+                        self.log_root,
+                        e.message()
+                    ),
+                )
+                .with_hint("Retry the transaction: it will see the other commits.")
+            })?;
         }
         Err(ZyronError::new(
             SqlState::SERIALIZATION_FAILURE,
@@ -343,7 +363,7 @@ impl LakeTable {
     /// failure here loses nothing (the log is complete without it), so it is
     /// reported, not raised.
     async fn checkpoint_if_due(&self, snapshot: &Snapshot) -> bool {
-        if snapshot.version % snapshot.metadata.checkpoint_interval != 0 {
+        if snapshot.version % snapshot.metadata.checkpoint_interval.max(1) != 0 {
             return false;
         }
         self.write_checkpoint(snapshot).await.is_ok()
@@ -560,6 +580,12 @@ fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
             Action::Add(file) => file.path.as_str(),
             Action::Remove(file) => file.path.as_str(),
             Action::DeleteRows(rows) => rows.path.as_str(),
+            Action::Metadata(m) if m.checkpoint_interval == 0 => {
+                return Err(ZyronError::new(
+                    SqlState::INVALID_PARAMETER_VALUE,
+                    "checkpoint_interval must be at least 1",
+                ));
+            }
             Action::Metadata(_) => continue,
         };
         let state = touched
@@ -568,6 +594,9 @@ fn validate(base: &Snapshot, actions: &[Action]) -> Result<()> {
         let refused = match action {
             Action::Add(_) if state.is_some() => {
                 Some(format!("adds {path}, which already is in the table"))
+            }
+            Action::Add(file) if file.deleted.end() > file.rows => {
+                Some(format!("adds {path} with deleted rows beyond its rows"))
             }
             Action::Add(file) => {
                 *state = Some(file.clone());

@@ -62,6 +62,12 @@ impl LakeTable {
     /// Deletes (unless `dry_run`) data files that no version committed in
     /// the last `retention_ms` reads and that are older than the write lease.
     pub async fn vacuum(&self, retention_ms: i64, dry_run: bool) -> Result<VacuumReport> {
+        if self.log_root() != self.root() {
+            return Err(ZyronError::new(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                "VACUUM runs on the table, not on a branch (it covers every branch)",
+            ));
+        }
         if retention_ms < 0 {
             return Err(ZyronError::new(
                 SqlState::INVALID_PARAMETER_VALUE,
@@ -118,6 +124,19 @@ impl LakeTable {
             report.bytes_deleted += meta.size;
             doomed.push(meta);
         }
+        // A commit that landed while we listed (its put retried for a
+        // while, say) may add a file we were about to delete.
+        let mut version = latest.version + 1;
+        while let Ok(entry) = self.entry(version).await {
+            for action in &entry.actions {
+                if let Action::Add(file) = action {
+                    doomed.retain(|m| self.relative_path(m) != file.path);
+                }
+            }
+            version += 1;
+        }
+        report.files_deleted = doomed.len() as u64;
+        report.bytes_deleted = doomed.iter().map(|m| m.size).sum();
         if !dry_run {
             let locations = futures::stream::iter(doomed.into_iter().map(|m| Ok(m.location)));
             self.store()

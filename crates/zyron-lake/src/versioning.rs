@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
@@ -70,6 +70,12 @@ impl LakeTable {
     /// Names `version` `name`. Fails with 42710 if the tag exists.
     pub async fn create_tag(&self, name: &str, version: u64) -> Result<()> {
         check_name("tag", name)?;
+        if self.log_root() != self.root() {
+            return Err(ZyronError::new(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                "tags name versions of the table's main line, not of a branch",
+            ));
+        }
         self.at_version(version).await?;
         let tag = Tag {
             version,
@@ -177,6 +183,23 @@ impl LakeTable {
             actions,
         };
         let branch = self.branch(name);
+        // What a drop cut short left behind would be read as this branch's
+        // history: refuse until it is dropped again.
+        let leftover = self
+            .store()
+            .list(Some(branch.log_root()))
+            .next()
+            .await
+            .transpose()
+            .map_err(|e| store_error(&format!("listing branch {name}"), &e))?;
+        if leftover.is_some() {
+            return Err(ZyronError::new(
+                SqlState::DUPLICATE_OBJECT,
+                format!(
+                    "branch \"{name}\" already exists (or a drop of it was cut short: drop it again)"
+                ),
+            ));
+        }
         let created = self
             .store()
             .put_opts(
@@ -253,7 +276,6 @@ impl LakeTable {
     pub async fn drop_branch(&self, name: &str) -> Result<()> {
         check_name("branch", name)?;
         let branch = self.branch(name);
-        branch.latest().await?;
         let mut objects: Vec<_> = self
             .store()
             .list(Some(branch.log_root()))
@@ -261,6 +283,12 @@ impl LakeTable {
             .try_collect()
             .await
             .map_err(|e| store_error(&format!("listing branch {name}"), &e))?;
+        if objects.is_empty() {
+            return Err(ZyronError::new(
+                SqlState::UNDEFINED_OBJECT,
+                format!("branch \"{name}\" does not exist"),
+            ));
+        }
         // Version 0 and the checkpoint hint first: without them the branch
         // no longer opens, so a drop cut short leaves no half branch.
         let first = [

@@ -351,8 +351,10 @@ async fn optimize_merges_small_files_and_purges_deleted_rows(
     // The old files still serve time travel.
     let (old_ids, _) = contents(&table, &table.at_version(before.version).await.unwrap()).await;
     assert_eq!(old_ids, ids_before);
-    // Nothing left to do: no commit.
+    // Nothing left to do: no commit. A target of 0 rows is an error.
     assert_eq!(table.optimize(4_000).await.unwrap().version, None);
+    let err = table.optimize(0).await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "22023", "{}", err.message());
     // A delete that raced an OPTIMIZE of its file conflicts: one merged
     // file is small (1,000 rows), and so is a new append.
     let small = after.files.values().find(|f| f.rows < 2_000).unwrap();

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use arrow::array::{AsArray, BooleanArray, Int64Array, RecordBatch};
 use arrow::compute::kernels::cmp::eq;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use object_store::ObjectStore;
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use zyron_format::{CmpOp, PredicateOp, Scalar};
 use zyron_lake::{ChangeKind, FileFilter, LakeTable, Snapshot, TableMetadata};
 
@@ -123,6 +123,10 @@ async fn a_branch_merges_back_and_conflicts_on_the_same_rows(
     want.extend(2_000..2_100);
     assert_eq!(all_ids(&table, &merged.snapshot).await, want);
     assert_eq!(table.branches().await.unwrap(), ["dev"]);
+    // Merging it again would add its files twice: refused, main readable.
+    let err = table.merge_branch("dev").await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "40001", "{}", err.message());
+    assert_eq!(table.latest().await.unwrap().version, merged.version);
 
     // Both lines delete row 7: the merge is refused and main is unchanged.
     let fix = table.create_branch("fix", merged.version).await.unwrap();
@@ -137,7 +141,33 @@ async fn a_branch_merges_back_and_conflicts_on_the_same_rows(
         .await
         .unwrap();
     assert!(table.merge_branch("idle").await.unwrap().is_none());
+    // A drop cut short (version 0 gone, a later entry left) blocks a new
+    // branch of that name until it is dropped again.
+    let idle = table.branch("idle");
+    append(&idle, 5_000..5_001).await;
+    idle.store()
+        .delete(
+            &idle
+                .log_root()
+                .clone()
+                .join("_zyron_log")
+                .join(format!("{:020}.json", 0)),
+        )
+        .await
+        .unwrap();
+    let err = table
+        .create_branch("idle", main_before.version)
+        .await
+        .unwrap_err();
+    assert_eq!(err.sqlstate().code(), "42710", "{}", err.message());
     table.drop_branch("idle").await.unwrap();
+    table
+        .create_branch("idle", main_before.version)
+        .await
+        .unwrap();
+    table.drop_branch("idle").await.unwrap();
+    let err = table.drop_branch("idle").await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "42704", "{}", err.message());
     table.drop_branch("fix").await.unwrap();
     assert_eq!(table.branches().await.unwrap(), ["dev"]);
     let err = table.branch("idle").latest().await.unwrap_err();
@@ -194,4 +224,6 @@ async fn the_change_feed_lists_inserts_and_deletes_per_version(
     );
     let err = table.changes(5, 1).await.unwrap_err();
     assert_eq!(err.sqlstate().code(), "22023");
+    let err = table.changes(1, 9).await.unwrap_err();
+    assert_eq!(err.sqlstate().code(), "22023", "{}", err.message());
 }
