@@ -141,11 +141,7 @@ impl TableProviderFactory for LakeTableFactory {
                 cmd.name.table().to_ascii_lowercase(),
                 (table.clone(), schema.clone()),
             );
-        Ok(Arc::new(LakeProvider {
-            table,
-            schema,
-            at: At::Latest,
-        }))
+        Ok(Arc::new(LakeProvider::new(table, schema, At::Latest)))
     }
 }
 
@@ -233,8 +229,22 @@ enum At {
 #[derive(Debug)]
 pub struct LakeProvider {
     table: LakeTable,
+    /// The table's own schema, NOT NULL included.
     schema: SchemaRef,
+    /// What DataFusion sees: every column nullable.
+    lenient: SchemaRef,
     at: At,
+}
+
+impl LakeProvider {
+    fn new(table: LakeTable, schema: SchemaRef, at: At) -> LakeProvider {
+        LakeProvider {
+            lenient: crate::heap::lenient(&schema),
+            table,
+            schema,
+            at,
+        }
+    }
 }
 
 impl LakeProvider {
@@ -301,7 +311,7 @@ impl TableProvider for LakeProvider {
     /// Every column nullable: NOT NULL is checked here, with PostgreSQL's
     /// message, rather than by DataFusion.
     fn schema(&self) -> SchemaRef {
-        crate::heap::lenient(&self.schema)
+        self.lenient.clone()
     }
 
     fn table_type(&self) -> TableType {
@@ -332,10 +342,9 @@ impl TableProvider for LakeProvider {
             )
             .await
             .map_err(to_df)?;
-        let lenient = crate::heap::lenient(&self.schema);
         let projected = match projection {
-            Some(p) => Arc::new(lenient.project(p)?),
-            None => lenient,
+            Some(p) => Arc::new(self.lenient.project(p)?),
+            None => self.lenient.clone(),
         };
         let batches = batches
             .into_iter()
@@ -360,7 +369,7 @@ impl TableProvider for LakeProvider {
         let sink = LakeSink {
             table: self.table.clone(),
             schema: self.schema.clone(),
-            lenient: crate::heap::lenient(&self.schema),
+            lenient: self.lenient.clone(),
         };
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
@@ -415,7 +424,7 @@ impl TableProvider for LakeProvider {
                     None => Ok(batch.column(c).clone()),
                 })
                 .collect::<Result<Vec<ArrayRef>>>()?;
-            let lenient = RecordBatch::try_new(crate::heap::lenient(&self.schema), columns)?;
+            let lenient = RecordBatch::try_new(self.lenient.clone(), columns)?;
             check_not_null(&self.schema, &lenient)?;
             new.push(conform(&self.schema, &lenient)?);
         }
@@ -643,7 +652,7 @@ impl TableFunctionImpl for LakeFunction {
             _ => None,
         };
         if let Some(at) = at {
-            return Ok(Arc::new(LakeProvider { table, schema, at }));
+            return Ok(Arc::new(LakeProvider::new(table, schema, at)));
         }
         let action: Action = match self.kind {
             Kind::Changes => {

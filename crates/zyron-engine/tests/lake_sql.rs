@@ -3,44 +3,13 @@
 //! travel, the change feed, OPTIMIZE, VACUUM, clustering, tags and branches,
 //! reopening the table from its location, and clear errors.
 
-use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
-use futures::TryStreamExt;
-use zyron_engine::{Engine, EngineOptions, Session, StatementResult};
+use zyron_engine::{Engine, EngineOptions, Session};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+mod common;
 
-async fn rows(session: &mut Session, sql: &str) -> Vec<RecordBatch> {
-    let mut results = session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    match results.pop() {
-        Some(StatementResult::Rows { stream, .. }) => stream
-            .try_collect()
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}")),
-        other => panic!("{sql} returned {other:?}"),
-    }
-}
-
-async fn command(session: &mut Session, sql: &str) -> String {
-    match session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .pop()
-    {
-        Some(StatementResult::Command(tag)) => tag.to_string(),
-        other => panic!("{sql} returned {other:?}"),
-    }
-}
+use common::{block_on, command, error, rows};
 
 /// The single BIGINT a query answers.
 async fn number(session: &mut Session, sql: &str) -> i64 {
@@ -59,21 +28,6 @@ async fn report(session: &mut Session, sql: &str) -> std::collections::BTreeMap<
         }
     }
     out
-}
-
-async fn error(session: &mut Session, sql: &str) -> zyron_common::ZyronError {
-    match session.execute_sql(sql).await {
-        Err(e) => e,
-        Ok(mut results) => match results.pop() {
-            Some(StatementResult::Rows { stream, .. }) => stream
-                .try_collect::<Vec<_>>()
-                .await
-                .map(|_| ())
-                .map_err(zyron_engine::to_zyron_error)
-                .expect_err(sql),
-            other => panic!("{sql} succeeded: {other:?}"),
-        },
-    }
 }
 
 #[test]

@@ -6,38 +6,11 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use futures::TryStreamExt;
-use zyron_engine::{Engine, EngineOptions, Session, StatementResult};
+use zyron_engine::{Engine, EngineOptions, StatementResult};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+mod common;
 
-async fn rows(session: &mut Session, sql: &str) -> Vec<RecordBatch> {
-    let mut results = session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    match results.pop() {
-        Some(StatementResult::Rows { stream, .. }) => stream.try_collect().await.unwrap(),
-        other => panic!("{sql} returned {other:?}"),
-    }
-}
-
-async fn command(session: &mut Session, sql: &str) -> String {
-    match session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .pop()
-    {
-        Some(StatementResult::Command(tag)) => tag.to_string(),
-        other => panic!("{sql} returned {other:?}"),
-    }
-}
+use common::{block_on, command, rows};
 
 fn single_i64(batches: &[RecordBatch]) -> i64 {
     batches[0].column(0).as_primitive::<Int64Type>().value(0)

@@ -25,7 +25,7 @@ use arrow::array::{AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::compute::kernels::cmp::eq;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use object_store::path::Path;
-use zyron_bench::deltalake::{self, DeltaCommits, DeltaWriter};
+use zyron_bench::deltalake::{DeltaCommits, DeltaWriter};
 use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_format::{CmpOp, PredicateOp, Scalar};
 use zyron_lake::{FileFilter, LakeTable, Snapshot, TableMetadata};
@@ -76,17 +76,12 @@ fn lake_suite() {
         writers,
         commits_per_writer,
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let delta_version = deltalake::version();
-    if let Err(reason) = &delta_version {
-        run.skip(format!("delta-rs: {reason}"));
-    }
-    let local_dir = tempfile::tempdir().unwrap();
-    let storages = common::storages(&mut run, &local_dir);
+    let common::SuiteSetup {
+        runtime,
+        delta_version,
+        storages,
+        ..
+    } = common::suite_setup(&mut run);
 
     for storage in &storages {
         for workload in workloads {

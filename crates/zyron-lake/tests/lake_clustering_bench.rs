@@ -19,7 +19,7 @@ use arrow::compute::kernels::numeric::div;
 use arrow::datatypes::Int64Type;
 use object_store::path::Path;
 use serde_json::json;
-use zyron_bench::deltalake::{self, DeltaWriter};
+use zyron_bench::deltalake::DeltaWriter;
 use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_format::{CmpOp, PredicateOp, Scalar};
 use zyron_lake::{ClusterKey, ClusterSpec, Curve, FileFilter, LakeTable, TableMetadata};
@@ -128,21 +128,16 @@ fn lake_clustering_suite() {
         .iter()
         .map(|(_, q)| expected_rows(&data, q))
         .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let delta_version = deltalake::version();
-    if let Err(reason) = &delta_version {
-        run.skip(format!("delta-rs: {reason}"));
-    }
+    let common::SuiteSetup {
+        runtime,
+        delta_version,
+        storages,
+        ..
+    } = common::suite_setup(&mut run);
     let system = delta_version
         .as_ref()
         .map(|v| format!("delta-rs {v} (python deltalake), OPTIMIZE ZORDER BY (x, y)"))
         .unwrap_or_default();
-    let local_dir = tempfile::tempdir().unwrap();
-    let storages = common::storages(&mut run, &local_dir);
     let files = rows as usize / file_rows;
     for storage in &storages {
         let peer = match &delta_version {

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use object_store::path::Path;
 use serde_json::json;
-use zyron_bench::deltalake::{self, DeltaWriter};
+use zyron_bench::deltalake::DeltaWriter;
 use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_lake::{LakeTable, TableMetadata};
 
@@ -35,17 +35,12 @@ fn lake_maintenance_suite() {
     let file_rows = scale.pick(500usize, 2_000);
     let rounds = scale.pick(1, 3);
     let target_rows = (small_files * file_rows / 4) as u64;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let delta_version = deltalake::version();
-    if let Err(reason) = &delta_version {
-        run.skip(format!("delta-rs: {reason}"));
-    }
-    let local_dir = tempfile::tempdir().unwrap();
-    let storages = common::storages(&mut run, &local_dir);
+    let common::SuiteSetup {
+        runtime,
+        delta_version,
+        storages,
+        ..
+    } = common::suite_setup(&mut run);
     for storage in &storages {
         let (mut ours, mut peer) = (Vec::new(), Vec::new());
         for round in 0..rounds {

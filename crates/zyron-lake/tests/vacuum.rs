@@ -5,11 +5,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use zyron_lake::{Action, DataFile, LakeTable, Snapshot, TableMetadata};
+use zyron_lake::{Action, DataFile, LakeTable};
 
 mod common;
 use common::*;
@@ -22,29 +20,9 @@ on_local_disk_and_s3!(
 
 const HOUR_MS: i64 = 3_600_000;
 
-fn ids(range: std::ops::Range<i64>) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
-    RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(range))]).unwrap()
-}
-
 /// A table whose data files are all objects (nothing inline).
 async fn create(store: Arc<dyn ObjectStore>, root: Path) -> LakeTable {
-    let metadata = TableMetadata {
-        schema: serde_json::json!({"columns": ["id"]}),
-        checkpoint_interval: 10,
-        properties: [("inline_max_bytes".to_owned(), "0".to_owned())].into(),
-    };
-    LakeTable::create(store, root, metadata).await.unwrap()
-}
-
-async fn all_ids(table: &LakeTable, snapshot: &Snapshot) -> Vec<i64> {
-    let (batches, _) = table.scan(snapshot, None, &[]).await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-        .collect();
-    ids.sort_unstable();
-    ids
+    id_table(store, root, &[("inline_max_bytes", "0")]).await
 }
 
 fn now_ms() -> i64 {

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, BooleanArray, Int64Array, RecordBatch};
 use arrow::compute::kernels::cmp::eq;
-use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use arrow::datatypes::Int64Type;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use zyron_format::{CmpOp, PredicateOp, Scalar};
-use zyron_lake::{ChangeKind, FileFilter, LakeTable, Snapshot, TableMetadata};
+use zyron_lake::{ChangeKind, FileFilter, LakeTable, Snapshot};
 
 mod common;
 use common::*;
@@ -24,18 +24,8 @@ on_local_disk_and_s3!(
     the_change_feed_lists_inserts_and_deletes_per_version
 );
 
-fn ids(range: std::ops::Range<i64>) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
-    RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(range))]).unwrap()
-}
-
 async fn create(store: Arc<dyn ObjectStore>, root: Path) -> LakeTable {
-    let metadata = TableMetadata {
-        schema: serde_json::json!({"columns": ["id"]}),
-        checkpoint_interval: 10,
-        properties: BTreeMap::new(),
-    };
-    LakeTable::create(store, root, metadata).await.unwrap()
+    id_table(store, root, &[]).await
 }
 
 async fn append(table: &LakeTable, range: std::ops::Range<i64>) -> Snapshot {
@@ -52,16 +42,6 @@ async fn delete(table: &LakeTable, id: i64) -> zyron_common::Result<Snapshot> {
     let filter = FileFilter::new("id", PredicateOp::Cmp(CmpOp::Eq, Scalar::Int(id.into())));
     write.delete_where(&[filter], &mask).await?;
     Ok(write.commit("delete").await?.snapshot)
-}
-
-async fn all_ids(table: &LakeTable, snapshot: &Snapshot) -> Vec<i64> {
-    let (batches, _) = table.scan(snapshot, None, &[]).await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 fn range(r: std::ops::Range<i64>, without: &[i64]) -> Vec<i64> {

@@ -113,3 +113,75 @@ pub fn storages(run: &mut SuiteRun, local_dir: &tempfile::TempDir) -> Vec<Storag
     }
     storages
 }
+
+/// What every lake suite sets up: a runtime for Zyron's side, delta-rs's
+/// version (or why it cannot run, recorded in the run as a skip), and the
+/// storages both sides write to.
+pub struct SuiteSetup {
+    pub runtime: tokio::runtime::Runtime,
+    pub delta_version: Result<String, String>,
+    pub storages: Vec<Storage>,
+    _local_dir: tempfile::TempDir,
+}
+
+pub fn suite_setup(run: &mut SuiteRun) -> SuiteSetup {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let delta_version = deltalake::version();
+    if let Err(reason) = &delta_version {
+        run.skip(format!("delta-rs: {reason}"));
+    }
+    let local_dir = tempfile::tempdir().unwrap();
+    let storages = storages(run, &local_dir);
+    SuiteSetup {
+        runtime,
+        delta_version,
+        storages,
+        _local_dir: local_dir,
+    }
+}
+
+/// One BIGINT column `id` holding `range`.
+pub fn ids(range: std::ops::Range<i64>) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(range))]).unwrap()
+}
+
+/// A new table of [`ids`] rows (checkpoint every 10 versions).
+pub async fn id_table(
+    store: Arc<dyn ObjectStore>,
+    root: object_store::path::Path,
+    properties: &[(&str, &str)],
+) -> zyron_lake::LakeTable {
+    let metadata = zyron_lake::TableMetadata {
+        schema: serde_json::json!({"columns": ["id"]}),
+        checkpoint_interval: 10,
+        properties: properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    zyron_lake::LakeTable::create(store, root, metadata)
+        .await
+        .unwrap()
+}
+
+/// Every id a snapshot of an [`id_table`] holds, sorted.
+pub async fn all_ids(table: &zyron_lake::LakeTable, snapshot: &zyron_lake::Snapshot) -> Vec<i64> {
+    use arrow::array::AsArray;
+    let (batches, _) = table.scan(snapshot, None, &[]).await.unwrap();
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
