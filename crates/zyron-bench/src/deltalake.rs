@@ -89,6 +89,24 @@ for line in sys.stdin:
             out["files"], out["files_hit"] = files_overlapping(t, box, out)
             filters = [f for c, lo, hi in box for f in ((c, ">=", lo), (c, "<", hi))]
             out["rows"] = t.to_pyarrow_table(filters=filters or None).num_rows
+        elif op == "open":
+            times = []
+            for _ in range(req["repeat"]):
+                t0 = time.perf_counter()
+                DeltaTable(uri, storage_options=opts).version()
+                times.append((time.perf_counter() - t0) * 1000.0)
+            out["times_ms"] = times
+        elif op == "scan":
+            # A fresh open each time, as a new query would; columns and an
+            # optional box of [column, lo, hi) ranges as filters.
+            filters = [f for c, lo, hi in req["box"] for f in ((c, ">=", lo), (c, "<", hi))]
+            times = []
+            for _ in range(req["repeat"]):
+                t0 = time.perf_counter()
+                t = DeltaTable(uri, storage_options=opts).to_pyarrow_table(columns=req["columns"], filters=filters or None)
+                times.append((time.perf_counter() - t0) * 1000.0)
+            ids = t.column("id").to_pylist()
+            out.update(times_ms=times, rows=len(ids), id_sum=sum(ids))
         elif op == "count":
             t = DeltaTable(uri, storage_options=opts)
             ids = t.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
