@@ -21,10 +21,9 @@ use object_store::path::Path;
 use serde_json::json;
 use zyron_bench::deltalake::DeltaWriter;
 use zyron_bench::{Metric, Samples, SuiteRun};
-use zyron_format::{CmpOp, PredicateOp, Scalar};
-use zyron_lake::{ClusterKey, ClusterSpec, Curve, FileFilter, LakeTable, TableMetadata};
+use zyron_lake::{ClusterKey, ClusterSpec, Curve, LakeTable, TableMetadata};
 
-use common::{MAX_XY, Storage, points};
+use common::{MAX_XY, Storage, points, range_filters};
 
 /// A range query: `lo <= column < hi` for each entry.
 type Query = &'static [(&'static str, i64, i64)];
@@ -96,24 +95,6 @@ fn expected_rows(data: &RecordBatch, query: Query) -> u64 {
     (0..data.num_rows())
         .filter(|&r| columns.iter().all(|(v, lo, hi)| (*lo..*hi).contains(&v[r])))
         .count() as u64
-}
-
-fn filters(query: Query) -> Vec<FileFilter> {
-    query
-        .iter()
-        .flat_map(|(column, lo, hi)| {
-            [
-                FileFilter::new(
-                    column,
-                    PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int((*lo).into())),
-                ),
-                FileFilter::new(
-                    column,
-                    PredicateOp::Cmp(CmpOp::Lt, Scalar::Int((*hi).into())),
-                ),
-            ]
-        })
-        .collect()
 }
 
 #[test]
@@ -257,7 +238,10 @@ async fn zyron_side(
     let rate = data.num_rows() as f64 / started.elapsed().as_secs_f64();
     let mut fractions = Vec::new();
     for ((name, query), want) in QUERIES.iter().zip(expected) {
-        let (batches, report) = lake.scan(&snapshot, None, &filters(query)).await.unwrap();
+        let (batches, report) = lake
+            .scan(&snapshot, None, &range_filters(query))
+            .await
+            .unwrap();
         let scanned = arrow::compute::concat_batches(&data.schema(), &batches).unwrap();
         assert_eq!(expected_rows(&scanned, query), *want, "{layout:?} {name}");
         fractions.push(report.files_pruned as f64 / report.files as f64);

@@ -22,10 +22,9 @@ use object_store::path::Path;
 use serde_json::json;
 use zyron_bench::deltalake::DeltaWriter;
 use zyron_bench::{Metric, Samples, SuiteRun};
-use zyron_format::{CmpOp, PredicateOp, Scalar};
-use zyron_lake::{ClusterKey, ClusterSpec, Curve, FileFilter, LakeTable, TableMetadata};
+use zyron_lake::{ClusterKey, ClusterSpec, Curve, LakeTable, TableMetadata};
 
-use common::{MAX_XY, Storage, points};
+use common::{MAX_XY, Storage, points, range_filters};
 
 /// `lo <= x < hi` and `lo <= y < hi`: 1% of each.
 const BOX: [(&str, i64, i64); 2] = [("x", 500_000, 510_000), ("y", 300_000, 310_000)];
@@ -157,15 +156,7 @@ async fn zyron_reads(
         target_file_rows: file_rows,
     };
     lake.cluster(&spec).await.unwrap();
-    let filters: Vec<FileFilter> = BOX
-        .iter()
-        .flat_map(|(c, lo, hi)| {
-            [
-                FileFilter::new(c, PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int((*lo).into()))),
-                FileFilter::new(c, PredicateOp::Cmp(CmpOp::Lt, Scalar::Int((*hi).into()))),
-            ]
-        })
-        .collect();
+    let filters = range_filters(&BOX);
     let mut reads = Reads::default();
     for _ in 0..repeat {
         // Each read opens the table afresh, from its own handle.

@@ -185,3 +185,20 @@ pub async fn all_ids(table: &zyron_lake::LakeTable, snapshot: &zyron_lake::Snaps
     ids.sort_unstable();
     ids
 }
+
+/// `lo <= column < hi` for each `(column, lo, hi)`, as file filters.
+pub fn range_filters(ranges: &[(&str, i64, i64)]) -> Vec<zyron_lake::FileFilter> {
+    use zyron_format::{CmpOp, PredicateOp, Scalar};
+    let bound = |column: &str, op, v: i64| {
+        zyron_lake::FileFilter::new(column, PredicateOp::Cmp(op, Scalar::Int(v.into())))
+    };
+    ranges
+        .iter()
+        .flat_map(|(column, lo, hi)| {
+            [
+                bound(column, CmpOp::GtEq, *lo),
+                bound(column, CmpOp::Lt, *hi),
+            ]
+        })
+        .collect()
+}
