@@ -1,6 +1,7 @@
 //! `COPY table [(columns)] FROM STDIN`: rows arriving in CopyData messages,
-//! in PostgreSQL's text or CSV format, written to a heap table through the
-//! session's transaction a batch at a time.
+//! in PostgreSQL's text or CSV format, written a batch at a time to a heap
+//! table through the session's transaction, or to a lake table as data
+//! files that one commit adds when the copy ends.
 //!
 //! Errors (a malformed row, a value of the wrong type, a constraint) are
 //! kept and reported once the client ends the copy, as PostgreSQL does; the
@@ -13,9 +14,33 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::SchemaRef;
 use zyron_common::{Result, SqlState, ZyronError};
 use zyron_heap::Transaction;
 use zyron_heap::table::HeapTable;
+use zyron_lake::{Action, LakeTable, Snapshot};
+
+/// Where a COPY's rows go.
+pub enum CopyTarget {
+    Heap(Arc<HeapTable>),
+    /// A lake table from the version the copy started on; the files written
+    /// so far wait for one commit at the end.
+    Lake {
+        table: LakeTable,
+        schema: SchemaRef,
+        base: Box<Snapshot>,
+        added: Vec<Action>,
+    },
+}
+
+impl CopyTarget {
+    fn schema(&self) -> SchemaRef {
+        match self {
+            CopyTarget::Heap(table) => table.codec().schema().clone(),
+            CopyTarget::Lake { schema, .. } => schema.clone(),
+        }
+    }
+}
 
 /// Rows gathered before they are written.
 const BATCH_ROWS: usize = 8192;
@@ -46,7 +71,7 @@ impl Default for CopyFormat {
 
 /// A COPY FROM STDIN in progress.
 pub struct CopyIn {
-    table: Arc<HeapTable>,
+    target: CopyTarget,
     /// Table columns the input's fields fill, in input order.
     columns: Vec<usize>,
     format: CopyFormat,
@@ -60,10 +85,10 @@ pub struct CopyIn {
 }
 
 impl CopyIn {
-    pub fn new(table: Arc<HeapTable>, columns: Vec<usize>, format: CopyFormat) -> Self {
+    pub fn new(target: CopyTarget, columns: Vec<usize>, format: CopyFormat) -> Self {
         let skip_header = matches!(format, CopyFormat::Csv { header: true, .. });
         Self {
-            table,
+            target,
             columns,
             format,
             pending: Vec::new(),
@@ -110,6 +135,13 @@ impl CopyIn {
             return Err(error);
         }
         self.write(txn).await?;
+        if let CopyTarget::Lake {
+            table, base, added, ..
+        } = &mut self.target
+            && !added.is_empty()
+        {
+            table.commit(base, "copy", std::mem::take(added)).await?;
+        }
         Ok(self.written)
     }
 
@@ -178,7 +210,7 @@ impl CopyIn {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.rows);
-        let schema = self.table.codec().schema().clone();
+        let schema = self.target.schema();
         let mut columns: Vec<ArrayRef> = schema
             .fields()
             .iter()
@@ -193,7 +225,20 @@ impl CopyIn {
         let lenient = crate::heap::lenient(&schema);
         let batch = RecordBatch::try_new_with_options(lenient, columns, &options)
             .map_err(|e| ZyronError::internal(e.to_string()))?;
-        self.written += txn.insert(&self.table, &batch).await?;
+        match &mut self.target {
+            CopyTarget::Heap(table) => self.written += txn.insert(table, &batch).await?,
+            CopyTarget::Lake {
+                table,
+                schema,
+                base,
+                added,
+            } => {
+                let batch = crate::lake::conform_checked(schema, &batch)?;
+                let limit = base.metadata.inline_max_bytes();
+                added.push(Action::Add(table.write_data_file(&[batch], limit).await?));
+                self.written += rows.len() as u64;
+            }
+        }
         Ok(())
     }
 }

@@ -497,13 +497,37 @@ pub fn check_lake_writes(
         ));
     }
     if in_transaction_block {
-        return Err(ZyronError::new(
-            SqlState::ACTIVE_SQL_TRANSACTION,
-            "lake tables are written outside transaction blocks: each statement commits on its own",
-        )
-        .with_hint("Run the statement after COMMIT or ROLLBACK."));
+        return Err(in_block_error());
     }
     Ok(())
+}
+
+/// Why a lake write is refused inside BEGIN ... COMMIT.
+pub(crate) fn in_block_error() -> ZyronError {
+    ZyronError::new(
+        SqlState::ACTIVE_SQL_TRANSACTION,
+        "lake tables are written outside transaction blocks: each statement commits on its own",
+    )
+    .with_hint("Run the statement after COMMIT or ROLLBACK.")
+}
+
+/// `batch` (every column nullable) as a batch of the table's `schema`:
+/// NOT NULL checked with PostgreSQL's error, types cast strictly.
+pub(crate) fn conform_checked(
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> zyron_common::Result<RecordBatch> {
+    check_not_null(schema, batch)
+        .and_then(|()| conform(schema, batch))
+        .map_err(crate::errors::to_zyron_error)
+}
+
+/// The lake table behind `provider`, if it is one: (table, schema).
+pub(crate) fn lake_table_of(provider: &Arc<dyn TableProvider>) -> Option<(LakeTable, SchemaRef)> {
+    (provider.as_ref() as &dyn std::any::Any)
+        .downcast_ref::<LakeProvider>()
+        .filter(|p| matches!(p.at, At::Latest))
+        .map(|p| (p.table.clone(), p.schema.clone()))
 }
 
 /// `batch` with `schema`'s column types (and field names).

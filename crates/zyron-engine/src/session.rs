@@ -557,17 +557,7 @@ impl Session {
         columns: &[String],
         format: &crate::copy_in::CopyFormat,
     ) -> Result<StatementResult> {
-        self.txn.begin_statement(self.isolation()).await;
-        let heap = self
-            .with_txn(|txn| Ok(txn.table(zyron_heap::catalog::DEFAULT_SCHEMA, table)))
-            .await?
-            .ok_or_else(|| {
-                ZyronError::new(
-                    SqlState::UNDEFINED_TABLE,
-                    format!("relation \"{table}\" does not exist"),
-                )
-            })?;
-        let schema = heap.codec().schema().clone();
+        let (target, schema) = self.copy_target(table).await?;
         let targets = if columns.is_empty() {
             (0..schema.fields().len()).collect()
         } else {
@@ -583,10 +573,47 @@ impl Session {
                 })
                 .collect::<Result<Vec<_>>>()?
         };
-        let copy = crate::copy_in::CopyIn::new(heap, targets, format.clone());
+        let copy = crate::copy_in::CopyIn::new(target, targets, format.clone());
         let columns = copy.column_count();
         self.copy_in = Some(copy);
         Ok(StatementResult::CopyIn { columns })
+    }
+
+    /// The table a COPY writes: a heap table in the session's transaction,
+    /// or a lake table (outside transaction blocks: its commit is its own).
+    async fn copy_target(
+        &mut self,
+        table: &str,
+    ) -> Result<(
+        crate::copy_in::CopyTarget,
+        datafusion::arrow::datatypes::SchemaRef,
+    )> {
+        self.txn.begin_statement(self.isolation()).await;
+        let heap = self
+            .with_txn(|txn| Ok(txn.table(zyron_heap::catalog::DEFAULT_SCHEMA, table)))
+            .await?;
+        if let Some(heap) = heap {
+            let schema = heap.codec().schema().clone();
+            return Ok((crate::copy_in::CopyTarget::Heap(heap), schema));
+        }
+        let provider = self.ctx.table_provider(table).await.ok();
+        let Some((lake, schema)) = provider.as_ref().and_then(crate::lake::lake_table_of) else {
+            return Err(ZyronError::new(
+                SqlState::UNDEFINED_TABLE,
+                format!("relation \"{table}\" does not exist"),
+            ));
+        };
+        if self.in_transaction_block() {
+            return Err(crate::lake::in_block_error());
+        }
+        let base = Box::new(lake.latest().await?);
+        let target = crate::copy_in::CopyTarget::Lake {
+            table: lake,
+            schema: schema.clone(),
+            base,
+            added: Vec::new(),
+        };
+        Ok((target, schema))
     }
 
     /// One CopyData message of a COPY FROM STDIN. Errors are kept and

@@ -415,4 +415,40 @@ async fn lake_tables_on_s3_over_the_wire() {
         .await
         .unwrap_err();
     assert_eq!(sqlstate(&err), "22023", "{err}");
+
+    // COPY FROM STDIN: one commit for the whole copy; a bad row commits nothing.
+    use futures::SinkExt;
+    let copy = |data: &'static str| {
+        let client = &client;
+        async move {
+            let sink = client.copy_in("COPY trips FROM STDIN").await?;
+            let mut sink = std::pin::pin!(sink);
+            sink.send(bytes::Bytes::from_static(data.as_bytes()))
+                .await?;
+            sink.as_mut().finish().await
+        }
+    };
+    assert_eq!(copy("9001\tc1\t1.5\n9002\t\\N\t2.5\n").await.unwrap(), 2);
+    let err = copy("9003\tc1\t1.5\nnine\tc2\t2\n").await.unwrap_err();
+    assert_eq!(sqlstate(&err), "22P02", "{err}");
+    let err = copy("\\N\tc1\t1.5\n").await.unwrap_err();
+    assert_eq!(sqlstate(&err), "23502", "{err}");
+    let rows = simple_rows(
+        client
+            .simple_query("SELECT count(*), CAST(sum(km) AS BIGINT) FROM trips WHERE id > 9000")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("2".into()), Some("4".into())]]);
+    let latest = simple_rows(
+        client
+            .simple_query("SELECT count(*) FROM lake_changes('trips', 3, 4)")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        latest,
+        vec![vec![Some("2".into())]],
+        "the copy is version 4, one commit"
+    );
 }
