@@ -49,7 +49,7 @@ use zyron_lake::{
 };
 
 use crate::heap::to_df;
-use crate::heap::write::{count_plan, matches, strict_cast};
+use crate::heap::write::{conform_to, count_plan, matches, strict_cast};
 
 /// Lake tables by SQL name, so table functions can find them.
 #[derive(Debug, Default)]
@@ -425,7 +425,6 @@ impl TableProvider for LakeProvider {
                 })
                 .collect::<Result<Vec<ArrayRef>>>()?;
             let lenient = RecordBatch::try_new(self.lenient.clone(), columns)?;
-            check_not_null(&self.schema, &lenient)?;
             new.push(conform(&self.schema, &lenient)?);
         }
         let count: usize = new.iter().map(RecordBatch::num_rows).sum();
@@ -434,26 +433,6 @@ impl TableProvider for LakeProvider {
             write.commit("update").await.map_err(to_df)?;
         }
         count_plan(count as u64)
-    }
-}
-
-/// PostgreSQL's error for a NULL in a NOT NULL column (DataFusion sees
-/// every column nullable, so the message names the table's column).
-fn check_not_null(schema: &Schema, batch: &RecordBatch) -> Result<()> {
-    let column = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .find(|(f, c)| !f.is_nullable() && c.null_count() > 0);
-    match column {
-        None => Ok(()),
-        Some((field, _)) => Err(to_df(ZyronError::new(
-            SqlState::NOT_NULL_VIOLATION,
-            format!(
-                "null value in column \"{}\" of the lake table violates not-null constraint",
-                field.name()
-            ),
-        ))),
     }
 }
 
@@ -517,9 +496,7 @@ pub(crate) fn conform_checked(
     schema: &SchemaRef,
     batch: &RecordBatch,
 ) -> zyron_common::Result<RecordBatch> {
-    check_not_null(schema, batch)
-        .and_then(|()| conform(schema, batch))
-        .map_err(crate::errors::to_zyron_error)
+    conform(schema, batch).map_err(crate::errors::to_zyron_error)
 }
 
 /// The lake table behind `provider`, if it is one: (table, schema).
@@ -530,26 +507,9 @@ pub(crate) fn lake_table_of(provider: &Arc<dyn TableProvider>) -> Option<(LakeTa
         .map(|p| (p.table.clone(), p.schema.clone()))
 }
 
-/// `batch` with `schema`'s column types (and field names).
+/// `batch` as a batch of `schema` (NOT NULL checked, types cast).
 fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
-    let columns = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .map(
-            |(field, column)| match column.data_type() == field.data_type() {
-                true => Ok(column.clone()),
-                false => strict_cast(column, field.data_type()),
-            },
-        )
-        .collect::<Result<Vec<_>>>()?;
-    let options =
-        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &options,
-    )?)
+    conform_to(schema, "lake table", batch)
 }
 
 /// INSERT: every batch of the statement in one commit.
@@ -581,9 +541,7 @@ impl DataSink for LakeSink {
     ) -> Result<u64> {
         let mut batches = Vec::new();
         while let Some(batch) = data.next().await {
-            let batch = batch?;
-            check_not_null(&self.schema, &batch)?;
-            let batch = conform(&self.schema, &batch)?;
+            let batch = conform(&self.schema, &batch?)?;
             batches.push(batch);
         }
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();

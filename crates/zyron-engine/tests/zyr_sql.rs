@@ -5,12 +5,11 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use futures::TryStreamExt;
-use zyron_engine::{Engine, EngineOptions, StatementResult};
+use zyron_engine::{Engine, EngineOptions};
 
 mod common;
 
-use common::{block_on, command, rows};
+use common::{block_on, command, error, rows};
 
 fn single_i64(batches: &[RecordBatch]) -> i64 {
     batches[0].column(0).as_primitive::<Int64Type>().value(0)
@@ -125,24 +124,11 @@ fn a_corrupt_file_is_reported_as_data_corruption() {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[100] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let err = match s
-            .execute_sql(&format!(
-                "SELECT sum(id) FROM read_zyr('{}')",
-                path.display()
-            ))
-            .await
-        {
-            Ok(mut results) => match results.pop() {
-                Some(StatementResult::Rows { stream, .. }) => stream
-                    .try_collect::<Vec<_>>()
-                    .await
-                    .map(|_| ())
-                    .map_err(zyron_engine::to_zyron_error)
-                    .unwrap_err(),
-                other => panic!("{other:?}"),
-            },
-            Err(e) => e,
-        };
+        let err = error(
+            &mut s,
+            &format!("SELECT sum(id) FROM read_zyr('{}')", path.display()),
+        )
+        .await;
         assert_eq!(err.sqlstate().code(), "XX001", "{err}");
         assert!(err.message().contains("checksum"), "{err}");
         let err = s

@@ -112,16 +112,25 @@ pub(crate) fn strict_cast(array: &ArrayRef, data_type: &DataType) -> Result<Arra
 /// Makes a batch from a query match the table: its column types and its
 /// NOT NULL columns (SQLSTATE 23502 with PostgreSQL's message).
 fn conform(table: &HeapTable, batch: &RecordBatch) -> Result<RecordBatch> {
-    let schema = table.codec().schema();
+    conform_to(table.codec().schema(), &table.def().name, batch)
+}
+
+/// Makes `batch` a batch of `schema`: NOT NULL columns checked (23502,
+/// naming `relation`, as PostgreSQL does, since DataFusion sees every
+/// column nullable) and types cast strictly. Heap and lake tables share it.
+pub(crate) fn conform_to(
+    schema: &SchemaRef,
+    relation: &str,
+    batch: &RecordBatch,
+) -> Result<RecordBatch> {
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
         if !field.is_nullable() && column.null_count() > 0 {
             return Err(to_df(ZyronError::new(
                 SqlState::NOT_NULL_VIOLATION,
                 format!(
-                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
-                    field.name(),
-                    table.def().name
+                    "null value in column \"{}\" of relation \"{relation}\" violates not-null constraint",
+                    field.name()
                 ),
             )));
         }
