@@ -75,6 +75,8 @@ pub struct Engine {
     recovery: RecoveryReport,
     /// Views and external tables, shared by every session's `public` schema.
     shared_tables: crate::heap::SharedTables,
+    /// The external tables to open again after a restart.
+    external: Arc<crate::external::ExternalCatalog>,
     stop_maintenance: Arc<AtomicBool>,
     maintenance: Option<std::thread::JoinHandle<()>>,
     _temporary_dir: Option<tempfile::TempDir>,
@@ -100,6 +102,7 @@ impl Engine {
                 (temp.path().to_path_buf(), Some(temp))
             }
         };
+        let external = Arc::new(crate::external::ExternalCatalog::open(&data_dir)?);
         let (store, recovery) = Store::open(StoreOptions {
             dir: data_dir,
             wal: options.wal.clone(),
@@ -136,15 +139,14 @@ impl Engine {
         state
             .table_factories_mut()
             .insert("ZYR".into(), Arc::new(crate::zyr::ZyrTableFactory));
-        let lakes = Arc::new(crate::lake::LakeRegistry::default());
-        state.table_factories_mut().insert(
-            "LAKE".into(),
-            Arc::new(crate::lake::LakeTableFactory {
-                registry: lakes.clone(),
-            }),
-        );
+        state
+            .table_factories_mut()
+            .insert("LAKE".into(), Arc::new(crate::lake::LakeTableFactory));
         let ctx = SessionContext::new_with_state(state);
         let shared_tables: crate::heap::SharedTables = Arc::new(RwLock::new(Default::default()));
+        let lakes = Arc::new(crate::lake::LakeRegistry {
+            shared: shared_tables.clone(),
+        });
         default_catalog(&ctx)?
             .register_schema(
                 DEFAULT_SCHEMA,
@@ -169,6 +171,7 @@ impl Engine {
             store,
             recovery,
             shared_tables,
+            external,
             stop_maintenance,
             maintenance: Some(maintenance),
             _temporary_dir: temporary_dir,
@@ -206,7 +209,24 @@ impl Engine {
             SessionContext::new_with_state(state),
             txn,
             self.shared_tables.clone(),
+            self.external.clone(),
         )
+    }
+
+    /// Opens again the external tables (lake and `.zyr`) created before the
+    /// last restart, by running the statements that created them; returns
+    /// how many opened. One that cannot open now (its storage is down, say)
+    /// is reported and skipped, and stays listed for the next start.
+    pub async fn reopen_external_tables(self: &Arc<Self>) -> usize {
+        let mut opened = 0;
+        for (name, statement) in self.external.statements() {
+            let mut session = self.new_session();
+            match session.execute_sql(&statement).await {
+                Ok(_) => opened += 1,
+                Err(e) => tracing::warn!("external table {name} did not open: {e}"),
+            }
+        }
+        opened
     }
 
     /// The durable store behind heap tables.

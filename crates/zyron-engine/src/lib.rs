@@ -29,6 +29,7 @@ mod copy_in;
 pub mod demo;
 mod engine;
 mod errors;
+pub mod external;
 pub mod heap;
 pub mod lake;
 mod leaf_exec;

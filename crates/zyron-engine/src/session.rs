@@ -14,11 +14,13 @@ use datafusion::prelude::SessionContext;
 use datafusion::logical_expr::DdlStatement;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast;
+use futures::StreamExt;
 use zyron_common::{Result, SqlState, ZyronError};
 use zyron_txn::Isolation;
 
 use crate::errors::to_zyron_error;
 use crate::heap::{self, SessionTxn};
+use crate::lake;
 use crate::settings::Settings;
 use crate::statement::{self, CommandTag, Parsed, Utility};
 
@@ -138,6 +140,8 @@ pub struct Session {
     block_isolation: Option<Isolation>,
     /// A COPY FROM STDIN in progress.
     copy_in: Option<crate::copy_in::CopyIn>,
+    /// External tables, remembered across restarts.
+    external: Arc<crate::external::ExternalCatalog>,
 }
 
 impl Session {
@@ -146,6 +150,7 @@ impl Session {
         ctx: SessionContext,
         txn: Arc<SessionTxn>,
         shared: heap::SharedTables,
+        external: Arc<crate::external::ExternalCatalog>,
     ) -> Self {
         Self {
             id,
@@ -156,6 +161,7 @@ impl Session {
             shared,
             block_isolation: None,
             copy_in: None,
+            external,
         }
     }
 
@@ -312,6 +318,31 @@ impl Session {
         f(txn)
     }
 
+    /// Whether `name` is a lake table.
+    async fn is_lake_table(&self, name: &str) -> bool {
+        match self.ctx.table_provider(name).await {
+            Ok(provider) => lake::lake_table_of(&provider).is_some(),
+            Err(_) => false,
+        }
+    }
+
+    /// Runs `query` (one statement) in the session's transaction and
+    /// drains its rows: how a lake statement runs the table function that
+    /// carries it out.
+    async fn run_for_effect(&mut self, query: &str) -> Result<()> {
+        let Some(Parsed::DataFusion(statement)) = statement::single(statement::parse(query)?)?
+        else {
+            return Err(ZyronError::internal(format!("not a query: {query}")));
+        };
+        let result = Box::pin(self.run_in_transaction(&statement, None)).await?;
+        if let StatementResult::Rows { mut stream, .. } = result {
+            while let Some(batch) = stream.next().await {
+                batch.map_err(to_zyron_error)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Records a failure: inside a transaction block it poisons the block.
     fn fail(&mut self, error: ZyronError) -> ZyronError {
         if self.block == Block::InBlock {
@@ -352,6 +383,7 @@ impl Session {
             DfStatement::Statement(inner) => heap::extract_create_extras(inner)?,
             _ => None,
         };
+        let statement_text = statement.to_string();
         // One copy of the session state serves planning, optimizing and
         // executing this statement (each copy clones every function registry).
         let state = self.ctx.state();
@@ -401,12 +433,22 @@ impl Session {
                 ))
             }
             (Some(command), _) => {
+                // (DROP TABLE is ours: `heap::drop_tables` forgets the table.)
+                let created = match &plan {
+                    LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) => {
+                        Some((create.name.table().to_owned(), statement_text))
+                    }
+                    _ => None,
+                };
                 let frame = self
                     .ctx
                     .execute_logical_plan(plan)
                     .await
                     .map_err(to_zyron_error)?;
                 let batches = frame.collect().await.map_err(to_zyron_error)?;
+                if let Some((name, text)) = created {
+                    self.external.created(&name, &text)?;
+                }
                 let tag = CommandTag::new(command);
                 Ok(StatementResult::Command(if command == "COPY" {
                     tag.with_rows(affected_rows(&batches))
@@ -504,15 +546,31 @@ impl Session {
                 }
                 CommandTag::new("SET")
             }
-            Utility::Vacuum => {
+            Utility::Vacuum { tables } => {
                 if self.block != Block::Idle {
                     return Err(ZyronError::new(
                         SqlState::ACTIVE_SQL_TRANSACTION,
                         "VACUUM cannot run inside a transaction block",
                     ));
                 }
-                self.txn.store().vacuum();
+                let mut heap = tables.is_empty();
+                for table in tables {
+                    match self.is_lake_table(table).await {
+                        true => {
+                            self.run_for_effect(&lake::syntax::default_vacuum(table))
+                                .await?
+                        }
+                        false => heap = true,
+                    }
+                }
+                if heap {
+                    self.txn.store().vacuum();
+                }
                 CommandTag::new("VACUUM")
+            }
+            Utility::Lake { query, tag } => {
+                self.run_for_effect(query).await?;
+                CommandTag::new(*tag)
             }
             Utility::Checkpoint => {
                 let store = self.txn.store().clone();
@@ -700,8 +758,8 @@ impl Session {
                 names,
                 ..
             } => {
-                let shared = self.shared.clone();
-                self.with_txn(|txn| heap::drop_tables(txn, &shared, names, *if_exists))
+                let (shared, external) = (self.shared.clone(), self.external.clone());
+                self.with_txn(|txn| heap::drop_tables(txn, &shared, &external, names, *if_exists))
                     .await?;
                 CommandTag::new("DROP TABLE")
             }

@@ -13,6 +13,7 @@ use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use zyron_common::{Result, SqlState, ZyronError};
 
 use crate::errors::to_zyron_error;
+use crate::lake::syntax::LakeStatement;
 use crate::session::TransactionEffect;
 
 /// The tag of a CommandComplete message: `INSERT 0 3`, `CREATE TABLE`, `SELECT 5`.
@@ -79,8 +80,17 @@ pub enum Utility {
     SetTransaction {
         isolation: Option<zyron_txn::Isolation>,
     },
-    /// VACUUM [FULL] [ANALYZE] [table, ...]: garbage collection now.
-    Vacuum,
+    /// VACUUM [FULL] [ANALYZE] [table, ...]: garbage collection now for
+    /// heap tables; a lake table's unreferenced files, 7 days old or more.
+    Vacuum {
+        tables: Vec<String>,
+    },
+    /// A lake statement run for its effect (`ALTER TABLE t CREATE TAG v1`):
+    /// `query` calls a lake table function; the client gets `tag`.
+    Lake {
+        query: String,
+        tag: &'static str,
+    },
     /// CHECKPOINT: a checkpoint now.
     Checkpoint,
     /// COPY table [(columns)] FROM STDIN [WITH (...)].
@@ -121,8 +131,16 @@ pub enum Parsed {
 /// the catalog queries psql and drivers send (`::regclass`,
 /// `OPERATOR(pg_catalog.~)`, ...) into SQL DataFusion plans.
 pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
+    if let Some(lake) = crate::lake::syntax::parse(sql) {
+        return match lake? {
+            LakeStatement::Query(query) => parse(&query),
+            LakeStatement::Command { query, tag } => {
+                Ok(vec![Parsed::Utility(Utility::Lake { query, tag })])
+            }
+        };
+    }
     if let Some(utility) = maintenance_command(sql) {
-        return Ok(vec![Parsed::Utility(utility)]);
+        return utility.map(|u| vec![Parsed::Utility(u)]);
     }
     let copy_options = normalize_copy_freeze(sql);
     let sql = copy_options.as_deref().unwrap_or(sql);
@@ -156,18 +174,47 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
 /// is built once per process rather than once per statement.
 /// VACUUM, CHECKPOINT and ANALYZE in PostgreSQL's forms, which the SQL
 /// parser reads differently (or not at all): recognised by their first word.
-fn maintenance_command(sql: &str) -> Option<Utility> {
+fn maintenance_command(sql: &str) -> Option<Result<Utility>> {
     let text = sql.trim().trim_end_matches(';').trim();
     if text.contains(';') {
         return None;
     }
     let first = text.split_whitespace().next()?.to_ascii_lowercase();
     match first.as_str() {
-        "vacuum" => Some(Utility::Vacuum),
-        "checkpoint" if text.eq_ignore_ascii_case("checkpoint") => Some(Utility::Checkpoint),
-        "analyze" | "analyse" => Some(Utility::NoOp { tag: "ANALYZE" }),
+        "vacuum" => Some(vacuum(&text[first.len()..])),
+        "checkpoint" if text.eq_ignore_ascii_case("checkpoint") => Some(Ok(Utility::Checkpoint)),
+        "analyze" | "analyse" => Some(Ok(Utility::NoOp { tag: "ANALYZE" })),
         _ => None,
     }
+}
+
+/// What follows VACUUM: PostgreSQL's options and tables (a lake table's
+/// `RETAIN` and `DRY RUN` clauses are read before, by `lake::syntax`).
+fn vacuum(rest: &str) -> Result<Utility> {
+    let mut rest = rest.trim();
+    // PostgreSQL's `(FULL, ANALYZE, ...)` options change nothing here.
+    if rest.starts_with('(') {
+        rest = rest.find(')').map_or("", |end| &rest[end + 1..]);
+    }
+    let unreadable = || ZyronError::new(SqlState::SYNTAX_ERROR, "VACUUM: expected table names");
+    let mut tables = Vec::new();
+    for part in rest.split(',') {
+        let mut words = crate::lake::syntax::words(part).ok_or_else(unreadable)?;
+        if tables.is_empty() {
+            const OPTIONS: [&str; 5] = ["full", "freeze", "verbose", "analyze", "analyse"];
+            let options = words
+                .iter()
+                .take_while(|w| OPTIONS.contains(&w.as_str()))
+                .count();
+            words.drain(..options);
+        }
+        match words.as_slice() {
+            [] if tables.is_empty() => {}
+            [table] => tables.push(table.clone()),
+            _ => return Err(unreadable()),
+        }
+    }
+    Ok(Utility::Vacuum { tables })
 }
 
 /// The input format a COPY FROM names (text unless it says CSV).
@@ -475,8 +522,16 @@ mod tests {
             );
         }
         assert!(matches!(
-            parse("VACUUM ANALYZE pgbench_branches").unwrap()[0],
-            Parsed::Utility(Utility::Vacuum)
+            &parse("VACUUM ANALYZE pgbench_branches").unwrap()[0],
+            Parsed::Utility(Utility::Vacuum { tables }) if tables == &["pgbench_branches"]
+        ));
+        assert!(matches!(
+            &parse("vacuum (full, analyze) a, b").unwrap()[0],
+            Parsed::Utility(Utility::Vacuum { tables }) if tables == &["a", "b"]
+        ));
+        assert!(matches!(
+            &parse("VACUUM events RETAIN 0 HOURS").unwrap()[0],
+            Parsed::DataFusion(_)
         ));
     }
 

@@ -11,6 +11,20 @@ mod common;
 
 use common::{block_on, command, error, rows};
 
+/// The text of a plan `EXPLAIN sql` prints (its physical plan).
+async fn physical_plan(session: &mut Session, sql: &str) -> String {
+    let batches = rows(session, &format!("EXPLAIN {sql}")).await;
+    let mut text = String::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            if b.column(0).as_string::<i32>().value(i) == "physical_plan" {
+                text.push_str(b.column(1).as_string::<i32>().value(i));
+            }
+        }
+    }
+    text
+}
+
 /// The single BIGINT a query answers.
 async fn number(session: &mut Session, sql: &str) -> i64 {
     let batches = rows(session, sql).await;
@@ -131,7 +145,7 @@ fn lake_tables_from_sql() {
             2
         );
         let branch = report(&mut s, "SELECT * FROM lake_branch('events', 'fix', 4)").await;
-        assert_eq!(branch["from_version"], 4);
+        assert_eq!(branch["version"], 4);
         // OPTIMIZE merges the files and purges deleted rows; rows unchanged.
         let optimized = report(&mut s, "SELECT * FROM lake_optimize('events')").await;
         assert_eq!(optimized["files_removed"], 3, "{optimized:?}");
@@ -221,5 +235,240 @@ fn lake_errors_are_clear() {
         .await;
         assert_eq!(err.sqlstate().code(), "42804", "{err}");
         assert_eq!(number(&mut s, "SELECT count(*) FROM t").await, 2);
+    });
+}
+
+#[test]
+fn lake_statements_and_planner_statistics() {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("points");
+        let engine = Engine::new(EngineOptions::default()).unwrap();
+        let mut s = engine.new_session();
+        command(
+            &mut s,
+            &format!(
+                "CREATE EXTERNAL TABLE points (id BIGINT NOT NULL, x BIGINT, y BIGINT) \
+                 STORED AS LAKE LOCATION '{}' OPTIONS ('inline_max_bytes' '0')",
+                location.display()
+            ),
+        )
+        .await;
+        // v1..v4: four files of 5,000 rows; x runs with id, y is scattered.
+        for part in 0..4 {
+            let (lo, hi) = (part * 5_000 + 1, part * 5_000 + 5_000);
+            command(
+                &mut s,
+                &format!(
+                    "INSERT INTO points SELECT value AS id, value AS x, (value * 7919) % 20000 AS y \
+                     FROM generate_series({lo}, {hi})"
+                ),
+            )
+            .await;
+        }
+        // OPTIONS reach the table: with inline_max_bytes 0 every load is a
+        // file under data/, none kept in the log.
+        let data_files = std::fs::read_dir(location.join("data")).unwrap().count();
+        assert_eq!(data_files, 4);
+        // The planner knows the row count and each column's range from the
+        // log: count, min and max are answered without a scan.
+        let aggregate = "SELECT count(*), min(id), max(x) FROM points";
+        let plan = physical_plan(&mut s, aggregate).await;
+        assert!(!plan.contains("LakeScanExec"), "{plan}");
+        let batch = &rows(&mut s, aggregate).await[0];
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 20_000);
+        assert_eq!(batch.column(1).as_primitive::<Int64Type>().value(0), 1);
+        assert_eq!(batch.column(2).as_primitive::<Int64Type>().value(0), 20_000);
+        // A filter on x prunes three of the four files before any is read.
+        let plan = physical_plan(&mut s, "SELECT * FROM points WHERE x BETWEEN 100 AND 200").await;
+        assert!(plan.contains("files=1, pruned=3"), "{plan}");
+
+        // After a DELETE the counts stay exact (the log knows deleted rows)
+        // but min and max need the data.
+        command(&mut s, "DELETE FROM points WHERE id = 1").await;
+        let plan = physical_plan(&mut s, "SELECT count(*) FROM points").await;
+        assert!(!plan.contains("LakeScanExec"), "{plan}");
+        assert_eq!(number(&mut s, "SELECT count(*) FROM points").await, 19_999);
+        let plan = physical_plan(&mut s, "SELECT min(id) FROM points").await;
+        assert!(plan.contains("LakeScanExec"), "{plan}");
+        assert_eq!(number(&mut s, "SELECT min(id) FROM points").await, 2);
+
+        // Tags and branches as statements.
+        assert_eq!(
+            command(&mut s, "ALTER TABLE points CREATE TAG before_fix").await,
+            "ALTER TABLE"
+        );
+        command(
+            &mut s,
+            "ALTER TABLE points CREATE TAG first AS OF VERSION 1",
+        )
+        .await;
+        command(&mut s, "ALTER TABLE points CREATE BRANCH fix").await;
+        command(
+            &mut s,
+            &format!(
+                "CREATE EXTERNAL TABLE points_fix STORED AS LAKE LOCATION '{}' \
+                 OPTIONS ('branch' 'fix')",
+                location.display()
+            ),
+        )
+        .await;
+        command(&mut s, "INSERT INTO points_fix VALUES (1, 1, 7919)").await;
+        command(&mut s, "DELETE FROM points_fix WHERE id = 20000").await;
+        assert_eq!(number(&mut s, "SELECT count(*) FROM points").await, 19_999);
+        assert_eq!(
+            number(&mut s, "SELECT count(*) FROM points_fix").await,
+            19_999
+        );
+        assert_eq!(number(&mut s, "SELECT min(id) FROM points_fix").await, 1);
+        assert_eq!(
+            number(&mut s, "SELECT min(id) FROM points").await,
+            2,
+            "main unchanged"
+        );
+        assert_eq!(number(&mut s, "SELECT max(id) FROM points").await, 20_000);
+        command(&mut s, "ALTER TABLE points MERGE BRANCH fix").await;
+        assert_eq!(number(&mut s, "SELECT min(id) FROM points").await, 1);
+        assert_eq!(number(&mut s, "SELECT max(id) FROM points").await, 19_999);
+        command(&mut s, "ALTER TABLE points DROP BRANCH fix").await;
+        // Time travel by tag name.
+        assert_eq!(
+            number(
+                &mut s,
+                "SELECT count(*) FROM lake_version('points', 'first')"
+            )
+            .await,
+            5_000
+        );
+        assert_eq!(
+            number(
+                &mut s,
+                "SELECT min(id) FROM lake_version('points', 'before_fix')"
+            )
+            .await,
+            2
+        );
+        command(&mut s, "ALTER TABLE points DROP TAG first").await;
+        let err = error(&mut s, "SELECT * FROM lake_version('points', 'first')").await;
+        assert_eq!(err.sqlstate().code(), "42704", "{err}");
+
+        // CLUSTER BY is remembered, with an expression as a key; OPTIMIZE
+        // applies it. Before, y (scattered) prunes nothing.
+        let by_y = "SELECT count(*) FROM points WHERE y BETWEEN 1000 AND 1100";
+        let expected = number(&mut s, by_y).await;
+        // (The branch's one-row file is pruned; the four loads are not.)
+        let plan = physical_plan(&mut s, by_y).await;
+        assert!(plan.contains("files=4, pruned=1"), "{plan}");
+        command(&mut s, "ALTER TABLE points CLUSTER BY HILBERT (y / 100, x)").await;
+        let optimized = report(&mut s, "OPTIMIZE points").await;
+        assert_eq!(optimized["rows_written"], 19_999, "{optimized:?}");
+        // One file of 2^20 rows: cluster into small files to see pruning.
+        let clustered = report(
+            &mut s,
+            "SELECT * FROM lake_cluster('points', 'hilbert', 'y / 100', 1000)",
+        )
+        .await;
+        assert_eq!(clustered["files_added"], 20, "{clustered:?}");
+        assert_eq!(number(&mut s, by_y).await, expected);
+        let plan = physical_plan(&mut s, by_y).await;
+        assert!(
+            plan.contains("files=1, pruned=19") || plan.contains("files=2, pruned=18"),
+            "{plan}"
+        );
+        let zordered = report(&mut s, "OPTIMIZE points ZORDER BY (x, y)").await;
+        assert_eq!(zordered["rows_written"], 19_999, "{zordered:?}");
+        command(&mut s, "ALTER TABLE points CLUSTER BY NONE").await;
+        let compacted = report(&mut s, "OPTIMIZE points").await;
+        assert_eq!(
+            compacted["files_removed"], 0,
+            "one file already: {compacted:?}"
+        );
+
+        // VACUUM: PostgreSQL's form keeps 7 days; RETAIN 0 HOURS deletes the
+        // files no version, tag or branch still reads.
+        assert_eq!(command(&mut s, "VACUUM points").await, "VACUUM");
+        let dry = report(&mut s, "VACUUM points RETAIN 0 HOURS DRY RUN").await;
+        assert!(dry["files_deleted"] > 0, "{dry:?}");
+        let done = report(&mut s, "VACUUM points RETAIN 0 HOURS").await;
+        assert_eq!(done["files_deleted"], dry["files_deleted"], "{done:?}");
+        assert_eq!(number(&mut s, "SELECT count(*) FROM points").await, 19_999);
+        assert_eq!(
+            number(
+                &mut s,
+                "SELECT min(id) FROM lake_version('points', 'before_fix')"
+            )
+            .await,
+            2
+        );
+
+        // Errors: unknown keys, bad syntax, blocks, non-lake tables.
+        let err = error(&mut s, "OPTIMIZE points ZORDER BY (nope)").await;
+        assert_eq!(err.sqlstate().code(), "42703", "{err}");
+        let err = error(&mut s, "ALTER TABLE points CREATE TAG t AS OF VERSION x").await;
+        assert_eq!(err.sqlstate().code(), "42601", "{err}");
+        let err = error(&mut s, "ALTER TABLE points CREATE TAG before_fix").await;
+        assert_eq!(err.sqlstate().code(), "42710", "{err}");
+        let err = error(&mut s, "OPTIMIZE nope").await;
+        assert_eq!(err.sqlstate().code(), "42P01", "{err}");
+        command(&mut s, "BEGIN").await;
+        let err = error(&mut s, "ALTER TABLE points CREATE TAG later").await;
+        assert_eq!(err.sqlstate().code(), "25001", "{err}");
+        command(&mut s, "ROLLBACK").await;
+        let err = error(
+            &mut s,
+            &format!(
+                "CREATE EXTERNAL TABLE nob STORED AS LAKE LOCATION '{}' OPTIONS ('branch' 'nob')",
+                location.display()
+            ),
+        )
+        .await;
+        assert_eq!(err.sqlstate().code(), "42704", "{err}");
+    });
+}
+
+#[test]
+fn lake_tables_survive_a_restart() {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("data");
+        let location = dir.path().join("lake");
+        let options = || EngineOptions {
+            data_dir: Some(data_dir.clone()),
+            ..EngineOptions::default()
+        };
+        {
+            let engine = Engine::new(options()).unwrap();
+            let mut s = engine.new_session();
+            for (name, extra) in [("kept", ""), ("gone", "2")] {
+                command(
+                    &mut s,
+                    &format!(
+                        "CREATE EXTERNAL TABLE {name} (id BIGINT NOT NULL, note TEXT) \
+                         STORED AS LAKE LOCATION '{}{extra}' OPTIONS ('inline_max_bytes' '0')",
+                        location.display()
+                    ),
+                )
+                .await;
+            }
+            command(&mut s, "INSERT INTO kept VALUES (1, 'a'), (2, 'b')").await;
+            command(&mut s, "ALTER TABLE kept CREATE TAG two_rows").await;
+            assert_eq!(command(&mut s, "DROP TABLE gone").await, "DROP TABLE");
+        }
+        let engine = Engine::new(options()).unwrap();
+        assert_eq!(engine.reopen_external_tables().await, 1);
+        let mut s = engine.new_session();
+        assert_eq!(number(&mut s, "SELECT count(*) FROM kept").await, 2);
+        assert_eq!(
+            number(
+                &mut s,
+                "SELECT count(*) FROM lake_version('kept', 'two_rows')"
+            )
+            .await,
+            2
+        );
+        command(&mut s, "INSERT INTO kept VALUES (3, 'c')").await;
+        assert_eq!(number(&mut s, "SELECT max(id) FROM kept").await, 3);
+        let err = error(&mut s, "SELECT * FROM gone").await;
+        assert_eq!(err.sqlstate().code(), "42P01", "{err}");
     });
 }

@@ -488,7 +488,8 @@ fn column_stats(zone: &ZoneMap) -> ColumnStats {
     }
 }
 
-fn stat_of(range: &StatRange) -> Stat {
+/// The zone-map statistic a [`StatRange`] records (`Stat::None` when unknown).
+pub fn stat_of(range: &StatRange) -> Stat {
     match range {
         StatRange::Unknown => Stat::None,
         StatRange::Int { min, max } => Stat::Int {

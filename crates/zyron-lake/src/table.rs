@@ -268,6 +268,29 @@ impl LakeTable {
             .await
     }
 
+    /// Sets table property `key` to `value` (or removes it, for `None`) in
+    /// a commit of its own. Like every metadata change it conflicts (40001)
+    /// with any commit that lands between its read and its write.
+    pub async fn set_property(&self, key: &str, value: Option<&str>) -> Result<Committed> {
+        let base = self.latest().await?;
+        let mut metadata = base.metadata.clone();
+        match value {
+            Some(value) => metadata.properties.insert(key.to_owned(), value.to_owned()),
+            None => metadata.properties.remove(key),
+        };
+        let options = CommitOptions {
+            data_change: false,
+            ..CommitOptions::default()
+        };
+        self.commit_with(
+            &base,
+            "set property",
+            vec![Action::Metadata(metadata)],
+            options,
+        )
+        .await
+    }
+
     /// [`commit`](Self::commit) with choices only this crate makes.
     pub(crate) async fn commit_with(
         &self,

@@ -93,6 +93,10 @@ pub async fn start(
         "opened data directory {}",
         config.data_dir.display()
     );
+    let reopened = engine.reopen_external_tables().await;
+    if reopened > 0 {
+        tracing::info!("opened {reopened} external tables");
+    }
     if let Some(demo) = demo {
         load_demo(&engine, demo, progress).await?;
     }

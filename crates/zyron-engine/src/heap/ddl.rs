@@ -215,6 +215,7 @@ pub fn create_table(
 pub fn drop_tables(
     txn: &mut Transaction,
     shared: &SharedTables,
+    external: &crate::external::ExternalCatalog,
     names: &[ObjectName],
     if_exists: bool,
 ) -> Result<()> {
@@ -222,17 +223,22 @@ pub fn drop_tables(
         let table = last_name(name);
         if let Some(heap) = txn.table(DEFAULT_SCHEMA, &table) {
             txn.drop_table(&heap)?;
-        } else if shared
+            continue;
+        }
+        let removed = shared
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&table)
-            .is_none()
-            && !if_exists
-        {
-            return Err(ZyronError::new(
-                SqlState::UNDEFINED_TABLE,
-                format!("table \"{table}\" does not exist"),
-            ));
+            .remove(&table);
+        match removed {
+            // An external table is not opened again at the next start.
+            Some(_) => external.dropped(&table)?,
+            None if if_exists => {}
+            None => {
+                return Err(ZyronError::new(
+                    SqlState::UNDEFINED_TABLE,
+                    format!("table \"{table}\" does not exist"),
+                ));
+            }
         }
     }
     Ok(())

@@ -83,13 +83,6 @@ impl ZyrTable {
     fn statistics_for(&self, projection: &[usize], exact: bool) -> Result<Statistics> {
         let rows: u64 = self.files.iter().map(|f| f.num_rows()).sum();
         let bytes: u64 = self.files.iter().map(|f| f.file_len()).sum();
-        let precision = |v: usize| {
-            if exact {
-                Precision::Exact(v)
-            } else {
-                Precision::Inexact(v)
-            }
-        };
         let mut columns = vec![];
         for c in projection {
             let mut merged: Option<zyron_format::ZoneMap> = None;
@@ -101,26 +94,10 @@ impl ZyrTable {
                 });
             }
             let dt = self.schema.field(*c).data_type();
-            let (min, max) = merged
-                .as_ref()
-                .map(|m| stat_bounds(&m.stat, dt))
-                .unwrap_or((None, None));
-            let wrap = |v: Option<ScalarValue>| match v {
-                Some(v) if exact => Precision::Exact(v),
-                Some(v) => Precision::Inexact(v),
-                None => Precision::Absent,
-            };
-            columns.push(ColumnStatistics {
-                null_count: merged
-                    .as_ref()
-                    .map_or(Precision::Absent, |m| precision(m.nulls as usize)),
-                min_value: wrap(min),
-                max_value: wrap(max),
-                ..ColumnStatistics::new_unknown()
-            });
+            columns.push(column_statistics(merged.as_ref(), dt, exact));
         }
         Ok(Statistics {
-            num_rows: precision(rows as usize),
+            num_rows: precision(rows as usize, exact),
             total_byte_size: Precision::Inexact(bytes as usize),
             column_statistics: columns,
         })
@@ -162,6 +139,38 @@ fn open_file(path: &Path) -> Result<Arc<ZyrFile>> {
     let zyr = ZyrFile::open(file)
         .map_err(|e| DataFusionError::Plan(format!("{}: {e}", path.display())))?;
     Ok(Arc::new(zyr))
+}
+
+/// `value` as exact or as an estimate.
+pub(crate) fn precision<T>(value: T, exact: bool) -> Precision<T>
+where
+    T: std::fmt::Debug + Clone + PartialEq + Eq + PartialOrd,
+{
+    match exact {
+        true => Precision::Exact(value),
+        false => Precision::Inexact(value),
+    }
+}
+
+/// What the planner learns of a column from its zone map (merged over the
+/// files a scan reads): null count, min and max; exact when the scan returns
+/// exactly the rows the zone map describes.
+pub(crate) fn column_statistics(
+    zone: Option<&zyron_format::ZoneMap>,
+    dt: &DataType,
+    exact: bool,
+) -> ColumnStatistics {
+    let Some(zone) = zone else {
+        return ColumnStatistics::new_unknown();
+    };
+    let (min, max) = stat_bounds(&zone.stat, dt);
+    let bound = |v: Option<ScalarValue>| v.map_or(Precision::Absent, |v| precision(v, exact));
+    ColumnStatistics {
+        null_count: precision(zone.nulls as usize, exact),
+        min_value: bound(min),
+        max_value: bound(max),
+        ..ColumnStatistics::new_unknown()
+    }
 }
 
 /// Min and max of a column as scalars of its type, when the statistic is exact.

@@ -20,9 +20,11 @@
 //! maintenance and versioning table functions run when the query runs and
 //! answer one row per figure (`item`, `value`).
 
-use std::collections::HashMap;
+mod scan;
+pub mod syntax;
+
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
@@ -48,21 +50,25 @@ use zyron_lake::{
     ClusterKey, ClusterSpec, Curve, FileFilter, LakeTable, Location, Snapshot, TableMetadata,
 };
 
+pub use scan::LakeScanExec;
+
 use crate::heap::to_df;
 use crate::heap::write::{conform_to, count_plan, matches, strict_cast};
 
-/// Lake tables by SQL name, so table functions can find them.
-#[derive(Debug, Default)]
+/// Lake tables by SQL name, so table functions can find them: the lake
+/// providers among the shared (external) tables, so a dropped table is gone
+/// for the functions too.
+#[derive(Debug)]
 pub struct LakeRegistry {
-    tables: RwLock<HashMap<String, (LakeTable, SchemaRef)>>,
+    pub shared: crate::heap::SharedTables,
 }
 
 impl LakeRegistry {
     fn get(&self, name: &str) -> Result<(LakeTable, SchemaRef)> {
-        let tables = self.tables.read().expect("lake registry lock");
+        let tables = self.shared.read().unwrap_or_else(|p| p.into_inner());
         tables
             .get(&name.to_ascii_lowercase())
-            .cloned()
+            .and_then(lake_table_of)
             .ok_or_else(|| {
                 to_df(ZyronError::new(
                     SqlState::UNDEFINED_TABLE,
@@ -72,11 +78,12 @@ impl LakeRegistry {
     }
 }
 
+/// The CREATE EXTERNAL TABLE option that opens a branch of the table.
+const BRANCH_OPTION: &str = "branch";
+
 /// `STORED AS LAKE`.
 #[derive(Debug)]
-pub struct LakeTableFactory {
-    pub registry: Arc<LakeRegistry>,
-}
+pub struct LakeTableFactory;
 
 #[async_trait]
 impl TableProviderFactory for LakeTableFactory {
@@ -88,10 +95,16 @@ impl TableProviderFactory for LakeTableFactory {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("a LAKE table needs exactly one LOCATION");
         };
-        let s3_options = cmd.options.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let options = table_options(cmd);
+        let s3_options = options.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let Location { store, root } = Location::parse_with(location, s3_options).map_err(to_df)?;
         let declared: SchemaRef = Arc::new(cmd.schema.as_arrow().clone());
-        let existing = LakeTable::new(store.clone(), root.clone());
+        // OPTIONS ('branch' 'dev'): the table's branch `dev`, to read and write.
+        let branch = options.get(BRANCH_OPTION);
+        let existing = match branch {
+            Some(name) => LakeTable::new(store.clone(), root.clone()).branch(name),
+            None => LakeTable::new(store.clone(), root.clone()),
+        };
         let (table, schema) = match existing.latest().await {
             Ok(snapshot) => {
                 let schema = schema_of(&snapshot.metadata).map_err(to_df)?;
@@ -107,6 +120,12 @@ impl TableProviderFactory for LakeTableFactory {
                 (existing, schema)
             }
             Err(e) if e.sqlstate() == SqlState::UNDEFINED_TABLE => {
+                if let Some(name) = branch {
+                    return Err(to_df(ZyronError::new(
+                        SqlState::UNDEFINED_OBJECT,
+                        format!("the lake table at {location} has no branch \"{name}\""),
+                    )));
+                }
                 if declared.fields().is_empty() {
                     return plan_err!(
                         "no lake table at {location}: declare its columns to create one"
@@ -114,13 +133,14 @@ impl TableProviderFactory for LakeTableFactory {
                 }
                 let metadata = TableMetadata {
                     schema: schema_json(&declared),
-                    checkpoint_interval: option(cmd, "checkpoint_interval")?.unwrap_or(100),
-                    properties: cmd
-                        .options
+                    checkpoint_interval: number_option(&options, "checkpoint_interval")?
+                        .unwrap_or(100),
+                    properties: options
                         .iter()
                         // Credentials and endpoints stay out of the log.
                         .filter(|(k, _)| {
                             k.as_str() != "checkpoint_interval"
+                                && k.as_str() != BRANCH_OPTION
                                 && !k.starts_with(zyron_lake::location::S3_OPTION_PREFIX)
                         })
                         .map(|(k, v)| (k.clone(), v.clone()))
@@ -133,20 +153,24 @@ impl TableProviderFactory for LakeTableFactory {
             }
             Err(e) => return Err(to_df(e)),
         };
-        self.registry
-            .tables
-            .write()
-            .expect("lake registry lock")
-            .insert(
-                cmd.name.table().to_ascii_lowercase(),
-                (table.clone(), schema.clone()),
-            );
         Ok(Arc::new(LakeProvider::new(table, schema, At::Latest)))
     }
 }
 
-fn option(cmd: &CreateExternalTable, key: &str) -> Result<Option<u64>> {
-    match cmd.options.get(key) {
+/// The statement's OPTIONS by the names the user gave: DataFusion files a
+/// key without a dot under `format.`, which is taken off again.
+fn table_options(cmd: &CreateExternalTable) -> std::collections::BTreeMap<String, String> {
+    cmd.options
+        .iter()
+        .map(|(k, v)| (k.strip_prefix("format.").unwrap_or(k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn number_option(
+    options: &std::collections::BTreeMap<String, String>,
+    key: &str,
+) -> Result<Option<u64>> {
+    match options.get(key) {
         None => Ok(None),
         Some(v) => v.parse().map(Some).map_err(|_| {
             to_df(ZyronError::new(
@@ -222,6 +246,8 @@ fn schema_of(metadata: &TableMetadata) -> zyron_common::Result<SchemaRef> {
 enum At {
     Latest,
     Version(u64),
+    /// The version a tag names.
+    Tag(String),
     TimestampMs(i64),
 }
 
@@ -252,6 +278,10 @@ impl LakeProvider {
         match self.at {
             At::Latest => self.table.latest().await,
             At::Version(v) => self.table.at_version(v).await,
+            At::Tag(ref name) => match self.table.tag(name).await {
+                Ok(v) => self.table.at_version(v).await,
+                Err(e) => Err(e),
+            },
             At::TimestampMs(t) => self.table.at_timestamp(t).await,
         }
         .map_err(to_df)
@@ -327,31 +357,20 @@ impl TableProvider for LakeProvider {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snapshot = self.snapshot().await?;
-        let (batches, _report) = self
-            .table
-            .scan(
-                &snapshot,
-                projection.map(Vec::as_slice),
-                &self.file_filters(filters),
-            )
-            .await
-            .map_err(to_df)?;
-        let projected = match projection {
-            Some(p) => Arc::new(self.lenient.project(p)?),
-            None => self.lenient.clone(),
+        let request = scan::ScanRequest {
+            snapshot: &snapshot,
+            projection: projection.cloned(),
+            table_schema: &self.lenient,
+            filters: self.file_filters(filters),
+            target_partitions: state.config().target_partitions(),
         };
-        let batches = batches
-            .into_iter()
-            .map(|b| conform(&projected, &b))
-            .collect::<Result<Vec<_>>>()?;
-        let exec = MemorySourceConfig::try_new_exec(&[batches], projected, None)?;
-        Ok(exec)
+        Ok(Arc::new(LakeScanExec::new(self.table.clone(), request)?))
     }
 
     async fn insert_into(
@@ -554,17 +573,22 @@ impl DataSink for LakeSink {
     }
 }
 
-/// The table functions over registered lake tables.
+/// The table functions over registered lake tables. The lake statements
+/// (`OPTIMIZE`, `VACUUM`, `ALTER TABLE ... CREATE TAG`, ...) are rewritten
+/// into calls of these, so each operation has one implementation.
 pub fn register_functions(ctx: &datafusion::prelude::SessionContext, registry: &Arc<LakeRegistry>) {
-    let functions: [(&str, Kind); 9] = [
+    let functions: [(&str, Kind); 12] = [
         ("lake_version", Kind::Version),
         ("lake_timestamp", Kind::Timestamp),
         ("lake_changes", Kind::Changes),
         ("lake_optimize", Kind::Optimize),
         ("lake_vacuum", Kind::Vacuum),
         ("lake_cluster", Kind::Cluster),
+        ("lake_cluster_by", Kind::ClusterBy),
         ("lake_tag", Kind::Tag),
+        ("lake_drop_tag", Kind::DropTag),
         ("lake_branch", Kind::Branch),
+        ("lake_drop_branch", Kind::DropBranch),
         ("lake_merge", Kind::Merge),
     ];
     for (name, kind) in functions {
@@ -586,8 +610,11 @@ enum Kind {
     Optimize,
     Vacuum,
     Cluster,
+    ClusterBy,
     Tag,
+    DropTag,
     Branch,
+    DropBranch,
     Merge,
 }
 
@@ -620,12 +647,42 @@ fn int_arg(args: &[Expr], i: usize, what: &str) -> Result<i64> {
     })
 }
 
+/// An optional version argument (`None`: the latest when the call runs).
+fn version_arg(args: &[Expr], i: usize) -> Result<Option<u64>> {
+    match args.len() > i {
+        true => Ok(Some(int_arg(args, i, "version")? as u64)),
+        false => Ok(None),
+    }
+}
+
+/// The table property that remembers `ALTER TABLE ... CLUSTER BY`.
+pub const CLUSTER_BY_PROPERTY: &str = "cluster_by";
+/// Rows per file a clustering rewrite writes.
+const CLUSTER_FILE_ROWS: usize = 1 << 20;
+
+/// Each figure a maintenance call reports, as (item, value) rows.
+type Figures = Vec<(&'static str, i64)>;
+
+fn optimize_figures(r: &zyron_lake::OptimizeReport) -> Figures {
+    vec![
+        ("files_removed", r.files_removed as i64),
+        ("files_added", r.files_added as i64),
+        ("rows_written", r.rows_written as i64),
+        ("deleted_rows_purged", r.deleted_rows_purged as i64),
+        ("version", r.version.map_or(-1, |v| v as i64)),
+    ]
+}
+
 impl TableFunctionImpl for LakeFunction {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let args = args.exprs();
+    fn call_with_args(&self, call: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let args = call.exprs();
         let (table, schema) = self.registry.get(&text_arg(args, 0, "table name")?)?;
         let at = match self.kind {
-            Kind::Version => Some(At::Version(int_arg(args, 1, "version")? as u64)),
+            Kind::Version => Some(match int_arg(args, 1, "version") {
+                Ok(v) => At::Version(v as u64),
+                // Not a number: a tag's name.
+                Err(_) => At::Tag(text_arg(args, 1, "version or tag")?),
+            }),
             Kind::Timestamp => Some(At::TimestampMs(timestamp_ms(&text_arg(
                 args,
                 1,
@@ -649,16 +706,23 @@ impl TableFunctionImpl for LakeFunction {
                     true => int_arg(args, 1, "target rows per file")? as u64,
                     false => zyron_lake::optimize::DEFAULT_TARGET_FILE_ROWS,
                 };
+                let compiler = ClusterCompiler::new(call.session(), &schema)?;
                 Box::new(move |t| {
+                    let compiler = compiler.clone();
                     Box::pin(async move {
-                        let r = t.optimize(target).await?;
-                        Ok(vec![
-                            ("files_removed", r.files_removed as i64),
-                            ("files_added", r.files_added as i64),
-                            ("rows_written", r.rows_written as i64),
-                            ("deleted_rows_purged", r.deleted_rows_purged as i64),
-                            ("version", r.version.map_or(-1, |v| v as i64)),
-                        ])
+                        // A table with a CLUSTER BY is clustered as it is compacted.
+                        let remembered = t
+                            .latest()
+                            .await?
+                            .metadata
+                            .properties
+                            .get(CLUSTER_BY_PROPERTY)
+                            .cloned();
+                        let report = match remembered {
+                            Some(text) => t.cluster(&compiler.compile(&text)?).await?,
+                            None => t.optimize(target).await?,
+                        };
+                        Ok(optimize_figures(&report))
                     })
                 })
             }
@@ -686,62 +750,95 @@ impl TableFunctionImpl for LakeFunction {
                 })
             }
             Kind::Cluster => {
-                let curve = match text_arg(args, 1, "curve")?.to_ascii_lowercase().as_str() {
-                    "zorder" | "z-order" => Curve::ZOrder,
-                    "hilbert" => Curve::Hilbert,
-                    other => {
-                        return plan_err!("curve must be 'zorder' or 'hilbert', not '{other}'");
-                    }
+                let given = match args.len() > 1 {
+                    true => Some(cluster_text(args)?),
+                    false => None,
                 };
-                let keys = text_arg(args, 2, "columns")?
-                    .split(',')
-                    .map(|c| ClusterKey::Column(c.trim().to_ascii_lowercase()))
-                    .collect();
                 let target_file_rows = match args.len() > 3 {
                     true => int_arg(args, 3, "rows per file")? as usize,
-                    false => 1 << 20,
+                    false => CLUSTER_FILE_ROWS,
                 };
-                let spec = ClusterSpec {
-                    curve,
-                    keys,
-                    target_file_rows,
-                };
+                let compiler = ClusterCompiler::new(call.session(), &schema)?;
+                // Checked now, so a bad key fails before anything runs.
+                if let Some(text) = &given {
+                    compiler.compile(text).map_err(to_df)?;
+                }
                 Box::new(move |t| {
-                    let spec = spec.clone();
+                    let (compiler, given) = (compiler.clone(), given.clone());
                     Box::pin(async move {
-                        let r = t.cluster(&spec).await?;
-                        Ok(vec![
-                            ("files_removed", r.files_removed as i64),
-                            ("files_added", r.files_added as i64),
-                            ("rows_written", r.rows_written as i64),
-                            ("version", r.version.map_or(-1, |v| v as i64)),
-                        ])
+                        let text = match given {
+                            Some(text) => text,
+                            None => t
+                                .latest()
+                                .await?
+                                .metadata
+                                .properties
+                                .get(CLUSTER_BY_PROPERTY)
+                                .cloned()
+                                .ok_or_else(|| {
+                                    ZyronError::new(
+                                        SqlState::INVALID_PARAMETER_VALUE,
+                                        "the table has no CLUSTER BY: name a curve and keys",
+                                    )
+                                })?,
+                        };
+                        let spec = ClusterSpec {
+                            target_file_rows,
+                            ..compiler.compile(&text)?
+                        };
+                        Ok(optimize_figures(&t.cluster(&spec).await?))
                     })
                 })
             }
-            Kind::Tag => {
-                let (name, version) = (
-                    text_arg(args, 1, "tag")?,
-                    int_arg(args, 2, "version")? as u64,
-                );
+            Kind::ClusterBy => {
+                let text = match text_arg(args, 1, "curve")?.eq_ignore_ascii_case("none") {
+                    true => None,
+                    false => {
+                        let text = cluster_text(args)?;
+                        ClusterCompiler::new(call.session(), &schema)?
+                            .compile(&text)
+                            .map_err(to_df)?;
+                        Some(text)
+                    }
+                };
+                Box::new(move |t| {
+                    let text = text.clone();
+                    Box::pin(async move {
+                        let committed =
+                            t.set_property(CLUSTER_BY_PROPERTY, text.as_deref()).await?;
+                        Ok(vec![("version", committed.version as i64)])
+                    })
+                })
+            }
+            Kind::Tag | Kind::Branch => {
+                let (name, version) = (text_arg(args, 1, "name")?, version_arg(args, 2)?);
+                let branch = matches!(self.kind, Kind::Branch);
                 Box::new(move |t| {
                     let name = name.clone();
                     Box::pin(async move {
-                        t.create_tag(&name, version).await?;
+                        let version = match version {
+                            Some(v) => v,
+                            None => t.latest().await?.version,
+                        };
+                        match branch {
+                            true => drop(t.create_branch(&name, version).await?),
+                            false => t.create_tag(&name, version).await?,
+                        }
                         Ok(vec![("version", version as i64)])
                     })
                 })
             }
-            Kind::Branch => {
-                let (name, version) = (
-                    text_arg(args, 1, "branch")?,
-                    int_arg(args, 2, "version")? as u64,
-                );
+            Kind::DropTag | Kind::DropBranch => {
+                let name = text_arg(args, 1, "name")?;
+                let branch = matches!(self.kind, Kind::DropBranch);
                 Box::new(move |t| {
                     let name = name.clone();
                     Box::pin(async move {
-                        t.create_branch(&name, version).await?;
-                        Ok(vec![("from_version", version as i64)])
+                        match branch {
+                            true => t.drop_branch(&name).await?,
+                            false => t.drop_tag(&name).await?,
+                        }
+                        Ok(vec![])
                     })
                 })
             }
@@ -758,6 +855,105 @@ impl TableFunctionImpl for LakeFunction {
             Kind::Version | Kind::Timestamp => unreachable!("answered above"),
         };
         Ok(Arc::new(Deferred::action(table, action)))
+    }
+}
+
+/// `curve (key, ...)` from a call's curve and keys arguments (1 and 2), as
+/// the `cluster_by` property stores it.
+fn cluster_text(args: &[Expr]) -> Result<String> {
+    let curve = text_arg(args, 1, "curve")?.to_ascii_lowercase();
+    let keys = text_arg(args, 2, "keys")?;
+    Ok(format!("{curve} ({keys})"))
+}
+
+/// Turns `curve (key, ...)` into a [`ClusterSpec`]: each key a column or
+/// any SQL expression over the table's columns (`ts / 3600`, `lower(name)`).
+#[derive(Clone)]
+struct ClusterCompiler {
+    state: Arc<datafusion::execution::SessionState>,
+    schema: SchemaRef,
+}
+
+impl ClusterCompiler {
+    fn new(session: &dyn Session, schema: &SchemaRef) -> Result<ClusterCompiler> {
+        let state = session
+            .as_any()
+            .downcast_ref::<datafusion::execution::SessionState>()
+            .ok_or_else(|| {
+                datafusion::error::DataFusionError::Internal("no session state".into())
+            })?;
+        Ok(ClusterCompiler {
+            state: Arc::new(state.clone()),
+            schema: schema.clone(),
+        })
+    }
+
+    fn compile(&self, text: &str) -> zyron_common::Result<ClusterSpec> {
+        let invalid = |message: String| ZyronError::new(SqlState::INVALID_PARAMETER_VALUE, message);
+        let (curve, keys) = text
+            .split_once('(')
+            .and_then(|(curve, rest)| Some((curve.trim(), rest.trim().strip_suffix(')')?)))
+            .ok_or_else(|| invalid(format!("{text:?} is not \"curve (key, ...)\"")))?;
+        let curve = match curve {
+            "zorder" | "z-order" => Curve::ZOrder,
+            "hilbert" => Curve::Hilbert,
+            other => {
+                return Err(invalid(format!(
+                    "curve must be ZORDER or HILBERT, not {other:?}"
+                )));
+            }
+        };
+        let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+        let exprs = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(keys)
+            .and_then(|mut p| p.parse_comma_separated(|p| p.parse_expr()))
+            .map_err(|e| {
+                ZyronError::new(SqlState::SYNTAX_ERROR, format!("clustering keys: {e}"))
+            })?;
+        let df_schema = DFSchema::try_from(self.schema.as_ref().clone())
+            .map_err(crate::errors::to_zyron_error)?;
+        let keys = exprs
+            .into_iter()
+            .map(|sql| self.key(sql, &df_schema))
+            .collect::<zyron_common::Result<Vec<_>>>()?;
+        Ok(ClusterSpec {
+            curve,
+            keys,
+            target_file_rows: CLUSTER_FILE_ROWS,
+        })
+    }
+
+    fn key(
+        &self,
+        sql: datafusion::sql::sqlparser::ast::Expr,
+        schema: &DFSchema,
+    ) -> zyron_common::Result<ClusterKey> {
+        let name = sql.to_string();
+        let with_alias = datafusion::sql::sqlparser::ast::ExprWithAlias {
+            expr: sql,
+            alias: None,
+        };
+        let to_error = crate::errors::to_zyron_error;
+        let expr = self
+            .state
+            .create_logical_expr_from_sql_expr(with_alias, schema)
+            .map_err(to_error)?;
+        if let Expr::Column(column) = &expr {
+            return Ok(ClusterKey::Column(column.name.clone()));
+        }
+        let physical = self
+            .state
+            .create_physical_expr(expr, schema)
+            .map_err(to_error)?;
+        Ok(ClusterKey::Derived {
+            name,
+            eval: Arc::new(move |batch: &RecordBatch| {
+                physical
+                    .evaluate(batch)
+                    .and_then(|v| v.into_array(batch.num_rows()))
+                    .map_err(to_error)
+            }),
+        })
     }
 }
 
