@@ -10,13 +10,52 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use datafusion::logical_expr::CreateExternalTable;
 use zyron_common::{Result, SqlState, ZyronError};
 
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "external_tables.json";
+
+/// The statement that opens `create`'s table again after a restart, for
+/// the formats whose data describes itself (LAKE: the log holds the
+/// columns; ZYR: the files do); `None` for others, which are not kept.
+/// Its OPTIONS are written back under the names the user gave (DataFusion
+/// files a name without a dot under `format.`, and will again).
+pub fn reopening_statement(create: &CreateExternalTable) -> Option<String> {
+    let [location] = create.locations.as_slice() else {
+        return None;
+    };
+    let format = create.file_type.to_ascii_uppercase();
+    if !REMEMBERED_FORMATS.contains(&format.as_str()) || create.temporary {
+        return None;
+    }
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    let name = format!("\"{}\"", create.name.table().replace('"', "\"\""));
+    let mut statement = format!(
+        "CREATE EXTERNAL TABLE {name} STORED AS {format} LOCATION {}",
+        quote(location)
+    );
+    let options: BTreeMap<&str, &str> = create
+        .options
+        .iter()
+        .map(|(k, v)| (k.strip_prefix("format.").unwrap_or(k), v.as_str()))
+        .collect();
+    if !options.is_empty() {
+        let options: Vec<String> = options
+            .iter()
+            .map(|(k, v)| format!("{} {}", quote(k), quote(v)))
+            .collect();
+        statement.push_str(&format!(" OPTIONS ({})", options.join(", ")));
+    }
+    Some(statement)
+}
+
+/// Formats kept across restarts.
+const REMEMBERED_FORMATS: [&str; 2] = ["LAKE", "ZYR"];
 
 #[derive(Debug)]
 pub struct ExternalCatalog {
@@ -57,13 +96,14 @@ impl ExternalCatalog {
         self.save(&tables)
     }
 
-    /// Forgets table `name` (dropped); nothing happens if it is not listed.
-    pub fn dropped(&self, name: &str) -> Result<()> {
+    /// Forgets table `name` (dropped); whether it was listed.
+    pub fn dropped(&self, name: &str) -> Result<bool> {
         let mut tables = self.lock();
-        if tables.remove(&name.to_ascii_lowercase()).is_some() {
+        let listed = tables.remove(&name.to_ascii_lowercase()).is_some();
+        if listed {
             self.save(&tables)?;
         }
-        Ok(())
+        Ok(listed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
@@ -77,7 +117,14 @@ impl ExternalCatalog {
         let bytes = serde_json::to_vec_pretty(tables)
             .map_err(|e| ZyronError::internal(format!("encoding the external tables: {e}")))?;
         let staging = self.path.with_extension("json.new");
-        let mut file = std::fs::File::create(&staging).map_err(|e| error("creating", e))?;
+        // Owner only: OPTIONS may hold S3 credentials.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&staging)
+            .map_err(|e| error("creating", e))?;
         file.write_all(&bytes).map_err(|e| error("writing", e))?;
         file.sync_all().map_err(|e| error("syncing", e))?;
         std::fs::rename(&staging, &self.path).map_err(|e| error("replacing", e))?;
@@ -102,8 +149,8 @@ mod tests {
             .created("Events", "CREATE EXTERNAL TABLE events ...")
             .unwrap();
         catalog.created("b", "CREATE EXTERNAL TABLE b ...").unwrap();
-        catalog.dropped("b").unwrap();
-        catalog.dropped("never").unwrap();
+        assert!(catalog.dropped("b").unwrap());
+        assert!(!catalog.dropped("never").unwrap());
         let reopened = ExternalCatalog::open(dir.path()).unwrap();
         assert_eq!(
             reopened.statements().into_iter().collect::<Vec<_>>(),

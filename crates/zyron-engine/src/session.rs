@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::ParamValues;
+use datafusion::common::{ParamValues, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
@@ -320,7 +320,7 @@ impl Session {
 
     /// Whether `name` is a lake table.
     async fn is_lake_table(&self, name: &str) -> bool {
-        match self.ctx.table_provider(name).await {
+        match self.ctx.table_provider(TableReference::bare(name)).await {
             Ok(provider) => lake::lake_table_of(&provider).is_some(),
             Err(_) => false,
         }
@@ -383,7 +383,6 @@ impl Session {
             DfStatement::Statement(inner) => heap::extract_create_extras(inner)?,
             _ => None,
         };
-        let statement_text = statement.to_string();
         // One copy of the session state serves planning, optimizing and
         // executing this statement (each copy clones every function registry).
         let state = self.ctx.state();
@@ -435,8 +434,11 @@ impl Session {
             (Some(command), _) => {
                 // (DROP TABLE is ours: `heap::drop_tables` forgets the table.)
                 let created = match &plan {
-                    LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) => {
-                        Some((create.name.table().to_owned(), statement_text))
+                    LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create))
+                        if !self.ctx.table_exist(create.name.clone()).unwrap_or(true) =>
+                    {
+                        crate::external::reopening_statement(create)
+                            .map(|text| (create.name.table().to_owned(), text))
                     }
                     _ => None,
                 };

@@ -196,10 +196,13 @@ fn vacuum(rest: &str) -> Result<Utility> {
     if rest.starts_with('(') {
         rest = rest.find(')').map_or("", |end| &rest[end + 1..]);
     }
-    let unreadable = || ZyronError::new(SqlState::SYNTAX_ERROR, "VACUUM: expected table names");
     let mut tables = Vec::new();
     for part in rest.split(',') {
-        let mut words = crate::lake::syntax::words(part).ok_or_else(unreadable)?;
+        // Forms this does not read (`public.t`, column lists) vacuum every
+        // heap table, as VACUUM without names does.
+        let Some(mut words) = crate::lake::syntax::words(part) else {
+            return Ok(Utility::Vacuum { tables: vec![] });
+        };
         if tables.is_empty() {
             const OPTIONS: [&str; 5] = ["full", "freeze", "verbose", "analyze", "analyse"];
             let options = words
@@ -209,9 +212,8 @@ fn vacuum(rest: &str) -> Result<Utility> {
             words.drain(..options);
         }
         match words.as_slice() {
-            [] if tables.is_empty() => {}
             [table] => tables.push(table.clone()),
-            _ => return Err(unreadable()),
+            _ => return Ok(Utility::Vacuum { tables: vec![] }),
         }
     }
     Ok(Utility::Vacuum { tables })

@@ -279,6 +279,11 @@ fn lake_statements_and_planner_statistics() {
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 20_000);
         assert_eq!(batch.column(1).as_primitive::<Int64Type>().value(0), 1);
         assert_eq!(batch.column(2).as_primitive::<Int64Type>().value(0), 20_000);
+        // Statistics line up with the projected columns: y's range is its own.
+        let batch = &rows(&mut s, "SELECT max(y), min(y), max(id) FROM points").await[0];
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 19_999);
+        assert_eq!(batch.column(1).as_primitive::<Int64Type>().value(0), 0);
+        assert_eq!(batch.column(2).as_primitive::<Int64Type>().value(0), 20_000);
         // A filter on x prunes three of the four files before any is read.
         let plan = physical_plan(&mut s, "SELECT * FROM points WHERE x BETWEEN 100 AND 200").await;
         assert!(plan.contains("files=1, pruned=3"), "{plan}");
@@ -327,6 +332,11 @@ fn lake_statements_and_planner_statistics() {
             "main unchanged"
         );
         assert_eq!(number(&mut s, "SELECT max(id) FROM points").await, 20_000);
+        // Versioning belongs to the main line, not to a table opened on a branch.
+        let err = error(&mut s, "ALTER TABLE points_fix CREATE BRANCH inner").await;
+        assert_eq!(err.sqlstate().code(), "0A000", "{err}");
+        let err = error(&mut s, "SELECT * FROM lake_version('points_fix', 'first')").await;
+        assert_eq!(err.sqlstate().code(), "0A000", "{err}");
         command(&mut s, "ALTER TABLE points MERGE BRANCH fix").await;
         assert_eq!(number(&mut s, "SELECT min(id) FROM points").await, 1);
         assert_eq!(number(&mut s, "SELECT max(id) FROM points").await, 19_999);
@@ -452,12 +462,42 @@ fn lake_tables_survive_a_restart() {
             }
             command(&mut s, "INSERT INTO kept VALUES (1, 'a'), (2, 'b')").await;
             command(&mut s, "ALTER TABLE kept CREATE TAG two_rows").await;
+            // A table on a branch keeps its OPTIONS across the restart.
+            command(&mut s, "ALTER TABLE kept CREATE BRANCH side").await;
+            command(
+                &mut s,
+                &format!(
+                    "CREATE EXTERNAL TABLE \"Kept Side\" STORED AS LAKE LOCATION '{}' \
+                     OPTIONS ('branch' 'side')",
+                    location.display()
+                ),
+            )
+            .await;
+            command(&mut s, "INSERT INTO \"Kept Side\" VALUES (10, 'side')").await;
+            // IF NOT EXISTS on a taken name changes nothing, here or after.
+            command(
+                &mut s,
+                &format!(
+                    "CREATE EXTERNAL TABLE IF NOT EXISTS kept STORED AS LAKE LOCATION '{}2'",
+                    location.display()
+                ),
+            )
+            .await;
             assert_eq!(command(&mut s, "DROP TABLE gone").await, "DROP TABLE");
         }
         let engine = Engine::new(options()).unwrap();
-        assert_eq!(engine.reopen_external_tables().await, 1);
+        assert_eq!(engine.reopen_external_tables().await, 2);
         let mut s = engine.new_session();
         assert_eq!(number(&mut s, "SELECT count(*) FROM kept").await, 2);
+        assert_eq!(
+            number(&mut s, "SELECT max(id) FROM \"Kept Side\"").await,
+            10
+        );
+        let listed = std::fs::read_to_string(data_dir.join("external_tables.json")).unwrap();
+        assert!(
+            !listed.contains("lake2"),
+            "IF NOT EXISTS kept the first: {listed}"
+        );
         assert_eq!(
             number(
                 &mut s,

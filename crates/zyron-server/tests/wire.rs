@@ -451,4 +451,35 @@ async fn lake_tables_on_s3_over_the_wire() {
         vec![vec![Some("2".into())]],
         "the copy is version 4, one commit"
     );
+
+    // The lake statements, through the extended protocol too: OPTIMIZE
+    // answers its figures as rows, the ALTER TABLE forms with their tag.
+    client
+        .batch_execute("ALTER TABLE trips CREATE TAG before_optimize")
+        .await
+        .unwrap();
+    let figures = client.query("OPTIMIZE trips", &[]).await.unwrap();
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|r| r.get::<_, &str>(0) == name)
+            .map(|r| r.get::<_, i64>(1))
+    };
+    assert_eq!(figure("rows_written"), Some(4_002), "{figures:?}");
+    assert_eq!(figure("deleted_rows_purged"), Some(1_008), "{figures:?}");
+    let counts = simple_rows(
+        client
+            .simple_query(
+                "SELECT (SELECT count(*) FROM trips), \
+                 (SELECT count(*) FROM lake_version('trips', 'before_optimize'))",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(counts, vec![vec![Some("4002".into()), Some("4002".into())]]);
+    let err = client
+        .simple_query("ALTER TABLE trips CREATE TAG before_optimize")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&err), "42710", "{err}");
 }

@@ -229,10 +229,12 @@ pub fn drop_tables(
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&table);
+        // An external table is not opened again at the next start (nor one
+        // that failed to open at this start, and is only listed).
+        let listed = external.dropped(&table)?;
         match removed {
-            // An external table is not opened again at the next start.
-            Some(_) => external.dropped(&table)?,
-            None if if_exists => {}
+            Some(_) => {}
+            None if if_exists || listed => {}
             None => {
                 return Err(ZyronError::new(
                     SqlState::UNDEFINED_TABLE,

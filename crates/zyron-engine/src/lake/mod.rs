@@ -66,8 +66,10 @@ pub struct LakeRegistry {
 impl LakeRegistry {
     fn get(&self, name: &str) -> Result<(LakeTable, SchemaRef)> {
         let tables = self.shared.read().unwrap_or_else(|p| p.into_inner());
+        // The name as a quoted identifier first, then folded as an unquoted one.
         tables
-            .get(&name.to_ascii_lowercase())
+            .get(name)
+            .or_else(|| tables.get(&name.to_ascii_lowercase()))
             .and_then(lake_table_of)
             .ok_or_else(|| {
                 to_df(ZyronError::new(
@@ -618,6 +620,22 @@ enum Kind {
     Merge,
 }
 
+impl Kind {
+    /// Operations on the table's main line only: on a handle opened on a
+    /// branch they would record or compare versions of the wrong log.
+    fn main_line_only(self) -> bool {
+        matches!(
+            self,
+            Kind::ClusterBy
+                | Kind::Tag
+                | Kind::DropTag
+                | Kind::Branch
+                | Kind::DropBranch
+                | Kind::Merge
+        )
+    }
+}
+
 #[derive(Debug)]
 struct LakeFunction {
     registry: Arc<LakeRegistry>,
@@ -677,10 +695,23 @@ impl TableFunctionImpl for LakeFunction {
     fn call_with_args(&self, call: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let args = call.exprs();
         let (table, schema) = self.registry.get(&text_arg(args, 0, "table name")?)?;
+        if table.log_root() != table.root() && self.kind.main_line_only() {
+            return Err(to_df(ZyronError::new(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                "tags, branches and CLUSTER BY belong to the table's main line: \
+                 use the table that opens it, not one opened on a branch",
+            )));
+        }
         let at = match self.kind {
             Kind::Version => Some(match int_arg(args, 1, "version") {
                 Ok(v) => At::Version(v as u64),
-                // Not a number: a tag's name.
+                // Not a number: a tag's name (tags name main-line versions).
+                Err(_) if table.log_root() != table.root() => {
+                    return Err(to_df(ZyronError::new(
+                        SqlState::FEATURE_NOT_SUPPORTED,
+                        "tags name versions of the main line, not of a branch",
+                    )));
+                }
                 Err(_) => At::Tag(text_arg(args, 1, "version or tag")?),
             }),
             Kind::Timestamp => Some(At::TimestampMs(timestamp_ms(&text_arg(

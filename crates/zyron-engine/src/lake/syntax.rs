@@ -41,6 +41,11 @@ pub enum LakeStatement {
 /// recognisably lake statements but malformed.
 pub fn parse(sql: &str) -> Option<Result<LakeStatement>> {
     let text = sql.trim().trim_end_matches(';').trim_end();
+    // One statement only: in `OPTIMIZE t ZORDER BY (x); DELETE ...` the
+    // keys must not run on into the next statement.
+    if text.contains(';') {
+        return None;
+    }
     // Everything from the first parenthesis on is a list of keys.
     let (head, keys) = match text.find('(') {
         Some(i) => (&text[..i], Some(&text[i..])),
@@ -53,8 +58,13 @@ pub fn parse(sql: &str) -> Option<Result<LakeStatement>> {
         ["OPTIMIZE", _] if keys.is_none() => {
             Ok(LakeStatement::Query(call("lake_optimize", &[&words[1]])))
         }
-        ["OPTIMIZE", _, curve @ ("ZORDER" | "HILBERT"), "BY"] => keys_of(keys)
-            .map(|keys| LakeStatement::Query(call("lake_cluster", &[&words[1], curve, &keys]))),
+        ["OPTIMIZE", _, curve @ ("ZORDER" | "HILBERT"), "BY"] => keys_of(keys).map(|keys| {
+            let curve = curve.to_ascii_lowercase();
+            LakeStatement::Query(call("lake_cluster", &[&words[1], &curve, &keys]))
+        }),
+        ["OPTIMIZE", ..] => Err(syntax(
+            "expected OPTIMIZE <table> [ZORDER BY (<keys>) | HILBERT BY (<keys>)]",
+        )),
         ["ALTER", "TABLE", _, rest @ ..] => alter(&words[2], rest, &words[3..], keys)?,
         ["VACUUM", ..] if keys.is_none() => {
             vacuum_clauses(&words[1..])?.map(|(table, hours, dry_run)| {
@@ -123,7 +133,7 @@ fn vacuum_clauses(words: &[String]) -> Option<Result<(String, i64, bool)>> {
         [_, "RETAIN", hours, "HOURS"] => hours_of(hours).map(|h| (h, false)),
         [_, "RETAIN", hours, "HOURS", "DRY", "RUN"] => hours_of(hours).map(|h| (h, true)),
         [_, "DRY", "RUN"] => Ok((DEFAULT_VACUUM_RETAIN_HOURS, true)),
-        [_, ..] if upper.contains(&"RETAIN") || upper.contains(&"DRY") => Err(syntax(
+        [_, rest @ ..] if rest.contains(&"RETAIN") || rest.contains(&"DRY") => Err(syntax(
             "expected VACUUM <table> [RETAIN <hours> HOURS] [DRY RUN]",
         )),
         _ => return None,
@@ -242,7 +252,8 @@ mod tests {
             "ALTER TABLE t ADD PRIMARY KEY (id)",
             "ALTER TABLE t ADD COLUMN x INT",
             "SELECT 1",
-            "optimize",
+            "OPTIMIZE t ZORDER BY (x); DELETE FROM t",
+            "VACUUM retain",
             "VACUUM",
             "VACUUM t",
             "VACUUM ANALYZE t",
@@ -257,12 +268,13 @@ mod tests {
             "OPTIMIZE t ZORDER BY ()",
             "OPTIMIZE t HILBERT BY x",
             "ALTER TABLE t CREATE TAG v1 AS OF VERSION x",
-            "VACUUM t RETAIN x HOURS",
             "VACUUM t RETAIN 3",
         ] {
             let error = parse(sql).expect(sql).expect_err(sql);
             assert_eq!(error.sqlstate(), SqlState::SYNTAX_ERROR, "{sql}");
         }
+        let error = parse("VACUUM t RETAIN x HOURS").unwrap().unwrap_err();
+        assert_eq!(error.sqlstate(), SqlState::INVALID_PARAMETER_VALUE);
     }
 
     #[test]
