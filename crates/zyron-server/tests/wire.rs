@@ -470,8 +470,8 @@ async fn lake_tables_on_s3_over_the_wire() {
     let counts = simple_rows(
         client
             .simple_query(
-                "SELECT (SELECT count(*) FROM trips), \
-                 (SELECT count(*) FROM lake_version('trips', 'before_optimize'))",
+                "SELECT (SELECT count(*) FROM trips) AS now, \
+                 (SELECT count(*) FROM lake_version('trips', 'before_optimize')) AS before",
             )
             .await
             .unwrap(),
