@@ -41,3 +41,23 @@ macro_rules! leaf_exec_methods {
 }
 
 pub(crate) use leaf_exec_methods;
+
+/// Expands to `partition_statistics` for a scan that knows its statistics
+/// as a whole (field `statistics: Arc<Statistics>`) but not per partition.
+macro_rules! whole_scan_statistics {
+    () => {
+        fn partition_statistics(
+            &self,
+            partition: Option<usize>,
+        ) -> datafusion::common::Result<std::sync::Arc<datafusion::common::Statistics>> {
+            Ok(match partition {
+                None => self.statistics.clone(),
+                Some(_) => {
+                    std::sync::Arc::new(datafusion::common::Statistics::new_unknown(&self.schema))
+                }
+            })
+        }
+    };
+}
+
+pub(crate) use whole_scan_statistics;

@@ -201,12 +201,7 @@ impl ExecutionPlan for LakeScanExec {
         )))
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
-        Ok(match partition {
-            None => self.statistics.clone(),
-            Some(_) => Arc::new(Statistics::new_unknown(&self.schema)),
-        })
-    }
+    crate::leaf_exec::whole_scan_statistics!();
 }
 
 /// One file's live rows, in the scan's schema (or the error, as one item).

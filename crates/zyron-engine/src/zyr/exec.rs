@@ -114,12 +114,7 @@ impl ExecutionPlan for ZyrScanExec {
         )))
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
-        Ok(match partition {
-            None => self.statistics.clone(),
-            Some(_) => Arc::new(Statistics::new_unknown(&self.schema)),
-        })
-    }
+    crate::leaf_exec::whole_scan_statistics!();
 }
 
 pub fn format_error(e: zyron_format::FormatError) -> DataFusionError {
