@@ -474,6 +474,24 @@ fn lake_tables_survive_a_restart() {
             )
             .await;
             command(&mut s, "INSERT INTO \"Kept Side\" VALUES (10, 'side')").await;
+            // A .zyr table is kept too.
+            let zyr = dir.path().join("three.zyr");
+            command(
+                &mut s,
+                &format!(
+                    "COPY (SELECT value AS v FROM generate_series(1, 3)) TO '{}'",
+                    zyr.display()
+                ),
+            )
+            .await;
+            command(
+                &mut s,
+                &format!(
+                    "CREATE EXTERNAL TABLE three STORED AS ZYR LOCATION '{}'",
+                    zyr.display()
+                ),
+            )
+            .await;
             // IF NOT EXISTS on a taken name changes nothing, here or after.
             command(
                 &mut s,
@@ -486,13 +504,14 @@ fn lake_tables_survive_a_restart() {
             assert_eq!(command(&mut s, "DROP TABLE gone").await, "DROP TABLE");
         }
         let engine = Engine::new(options()).unwrap();
-        assert_eq!(engine.reopen_external_tables().await, 2);
+        assert_eq!(engine.reopen_external_tables().await, 3);
         let mut s = engine.new_session();
         assert_eq!(number(&mut s, "SELECT count(*) FROM kept").await, 2);
         assert_eq!(
             number(&mut s, "SELECT max(id) FROM \"Kept Side\"").await,
             10
         );
+        assert_eq!(number(&mut s, "SELECT sum(v) FROM three").await, 6);
         let listed = std::fs::read_to_string(data_dir.join("external_tables.json")).unwrap();
         assert!(
             !listed.contains("lake2"),
