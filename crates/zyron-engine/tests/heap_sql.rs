@@ -10,13 +10,9 @@ use futures::TryStreamExt;
 use zyron_common::SqlState;
 use zyron_engine::{Engine, EngineOptions, Session, StatementResult};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+mod common;
+
+use common::{block_on, command as run, error, rows};
 
 fn engine_at(dir: &std::path::Path) -> Arc<Engine> {
     Engine::new(EngineOptions {
@@ -28,15 +24,7 @@ fn engine_at(dir: &std::path::Path) -> Arc<Engine> {
 
 /// Rows as `a|b|c` strings, in the order returned.
 async fn query(session: &mut Session, sql: &str) -> Vec<String> {
-    let result = session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .pop();
-    let Some(StatementResult::Rows { stream, .. }) = result else {
-        panic!("{sql} returned no rows")
-    };
-    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let batches = rows(session, sql).await;
     batches
         .iter()
         .flat_map(|b| {
@@ -48,25 +36,6 @@ async fn query(session: &mut Session, sql: &str) -> Vec<String> {
             })
         })
         .collect()
-}
-
-async fn run(session: &mut Session, sql: &str) -> String {
-    match session
-        .execute_sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .pop()
-    {
-        Some(StatementResult::Command(tag)) => tag.to_string(),
-        other => panic!("{sql} returned {other:?}"),
-    }
-}
-
-async fn error(session: &mut Session, sql: &str) -> zyron_common::ZyronError {
-    match session.execute_sql(sql).await {
-        Ok(_) => panic!("{sql} succeeded"),
-        Err(e) => e,
-    }
 }
 
 #[test]
