@@ -148,13 +148,18 @@ pub fn ints_to_array(
         dt => {
             macro_rules! narrow {
                 ($t:ty,) => {{
-                    let mut values = Vec::with_capacity(lanes.len());
-                    for v in lanes {
-                        match <<$t as ArrowPrimitiveType>::Native>::try_from(v) {
-                            Ok(x) => values.push(x),
-                            Err(_) => return corrupt(format!("value {v} out of range for {dt}")),
+                    type Native = <$t as ArrowPrimitiveType>::Native;
+                    // One branch-free pass for the range and one for the cast vectorise;
+                    // a checked conversion per value does not.
+                    let (min, max) = lanes
+                        .iter()
+                        .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+                    for v in [min, max] {
+                        if !lanes.is_empty() && Native::try_from(v).is_err() {
+                            return corrupt(format!("value {v} out of range for {dt}"));
                         }
                     }
+                    let values: Vec<Native> = lanes.iter().map(|v| *v as Native).collect();
                     Arc::new(
                         PrimitiveArray::<$t>::new(ScalarBuffer::from(values), nulls)
                             .with_data_type(dt.clone()),
@@ -176,22 +181,28 @@ pub fn wide_lanes(array: &dyn Array) -> (Vec<i64>, Vec<i64>) {
         .unzip()
 }
 
+/// Joins 128-bit values from their halves. `high` may hold a single value standing for every
+/// row (a constant upper half, as small decimals have), which saves decoding it row by row.
+pub fn wide_values(low: &[i64], high: &[i64]) -> Result<Vec<i128>> {
+    let join = |l: i64, h: i64| (i128::from(h) << 64) | i128::from(l as u64);
+    Ok(match high {
+        [h] => low.iter().map(|l| join(*l, *h)).collect(),
+        _ if high.len() == low.len() => low.iter().zip(high).map(|(l, h)| join(*l, *h)).collect(),
+        _ => return corrupt("128-bit halves differ in length"),
+    })
+}
+
+/// Builds a 128-bit array from its halves (see [`wide_values`]).
 pub fn wide_to_array(
     dt: &DataType,
     low: &[i64],
     high: &[i64],
     nulls: Option<NullBuffer>,
 ) -> Result<ArrayRef> {
-    if low.len() != high.len() {
-        return corrupt("128-bit halves differ in length");
-    }
-    let values: ScalarBuffer<i128> = low
-        .iter()
-        .zip(high)
-        .map(|(l, h)| (i128::from(*h) << 64) | i128::from(*l as u64))
-        .collect();
+    let values = wide_values(low, high)?;
     Ok(Arc::new(
-        PrimitiveArray::<Decimal128Type>::new(values, nulls).with_data_type(dt.clone()),
+        PrimitiveArray::<Decimal128Type>::new(ScalarBuffer::from(values), nulls)
+            .with_data_type(dt.clone()),
     ))
 }
 
@@ -243,22 +254,117 @@ pub fn bytes_lanes(array: &dyn Array) -> Result<BytesVec> {
     })
 }
 
+/// Builds a string or binary array from decoded values. Offsets are checked once here, and
+/// UTF-8 with a fast all-ASCII test before the full validation, so Arrow's own checks (which
+/// repeat both) are skipped. `Utf8View` gets its views built straight from the offsets, over
+/// the same data buffer.
 pub fn bytes_to_array(
     dt: &DataType,
     values: BytesVec,
     nulls: Option<NullBuffer>,
 ) -> Result<ArrayRef> {
-    if values.offsets.windows(2).any(|w| w[0] > w[1]) || values.offsets.first() != Some(&0) {
-        return corrupt("string offsets out of order");
+    check_offsets(&values)?;
+    if matches!(dt, DataType::Utf8 | DataType::Utf8View) {
+        check_utf8(&values)?;
     }
-    let offsets = OffsetBuffer::new(ScalarBuffer::from(values.offsets));
-    let data = values.data.into();
+    if let Some(n) = &nulls
+        && n.len() != values.len()
+    {
+        return corrupt("validity and values differ in length");
+    }
     Ok(match dt {
-        DataType::Utf8 => Arc::new(StringArray::try_new(offsets, data, nulls)?),
-        DataType::Binary => Arc::new(BinaryArray::try_new(offsets, data, nulls)?),
-        DataType::Utf8View => Arc::new(StringViewArray::from(&StringArray::try_new(
-            offsets, data, nulls,
-        )?)),
+        DataType::Utf8View => Arc::new(string_views(values, nulls)),
+        DataType::Utf8 | DataType::Binary => {
+            // SAFETY: check_offsets proved the offsets start at 0, never decrease and end
+            // inside the data.
+            let offsets =
+                unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(values.offsets)) };
+            let data = values.data.into();
+            if *dt == DataType::Utf8 {
+                // SAFETY: offsets checked above; check_utf8 proved every value valid UTF-8.
+                Arc::new(unsafe { StringArray::new_unchecked(offsets, data, nulls) })
+            } else {
+                // SAFETY: offsets checked above.
+                Arc::new(unsafe { BinaryArray::new_unchecked(offsets, data, nulls) })
+            }
+        }
         other => return corrupt(format!("{other} read as bytes")),
     })
+}
+
+fn check_offsets(values: &BytesVec) -> Result<()> {
+    let o = &values.offsets;
+    let ordered = o.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
+    if o.first() != Some(&0) || !ordered || *o.last().unwrap_or(&0) as usize > values.data.len() {
+        return corrupt("string offsets out of order");
+    }
+    Ok(())
+}
+
+/// Every value is valid UTF-8: all-ASCII data needs no more (every byte is a character
+/// boundary); otherwise the whole buffer and each boundary are checked.
+fn check_utf8(values: &BytesVec) -> Result<()> {
+    if values.data.is_ascii() {
+        return Ok(());
+    }
+    let text = std::str::from_utf8(&values.data)
+        .map_err(|e| FormatError::Corrupt(format!("string data is not UTF-8: {e}")))?;
+    if values
+        .offsets
+        .iter()
+        .any(|o| !text.is_char_boundary(*o as usize))
+    {
+        return corrupt("a string boundary splits a UTF-8 character");
+    }
+    Ok(())
+}
+
+/// Views over `values.data` (checked by the caller), inline for values of up to 12 bytes.
+fn string_views(values: BytesVec, nulls: Option<NullBuffer>) -> StringViewArray {
+    let views = views_of(&values);
+    views_array(views, values, nulls)
+}
+
+/// One view per value of `values`, pointing into buffer 0 = `values.data`.
+fn views_of(values: &BytesVec) -> Vec<u128> {
+    let data = &values.data;
+    values
+        .offsets
+        .windows(2)
+        .map(|w| {
+            let (start, end) = (w[0] as usize, w[1] as usize);
+            arrow::array::builder::make_view(&data[start..end], 0, start as u32)
+        })
+        .collect()
+}
+
+/// A `Utf8View` array of `views` into `data`'s bytes (checked by the caller); the buffer is
+/// kept only if some value is too long to be inline.
+fn views_array(views: Vec<u128>, data: BytesVec, nulls: Option<NullBuffer>) -> StringViewArray {
+    let long = data.offsets.windows(2).any(|w| w[1] - w[0] > 12);
+    let buffers = if long {
+        vec![arrow::buffer::Buffer::from_vec(data.data)]
+    } else {
+        vec![]
+    };
+    // SAFETY: every view was made by make_view from a valid UTF-8 value (checked by the
+    // caller) that lies inside buffer 0.
+    unsafe { StringViewArray::new_unchecked(ScalarBuffer::from(views), buffers, nulls) }
+}
+
+/// A `Utf8View` array gathered from a dictionary by code: one 16-byte view per row pointing
+/// into the dictionary's values, so no string byte is copied. Codes must be in range.
+pub fn dictionary_views(
+    dictionary: BytesVec,
+    codes: &[i64],
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    check_offsets(&dictionary)?;
+    check_utf8(&dictionary)?;
+    if nulls.as_ref().is_some_and(|n| n.len() != codes.len()) {
+        return corrupt("validity and values differ in length");
+    }
+    let distinct = views_of(&dictionary);
+    let views = codes.iter().map(|c| distinct[*c as usize]).collect();
+    Ok(Arc::new(views_array(views, dictionary, nulls)))
 }

@@ -485,18 +485,22 @@ impl ZyrFile {
                 ))
             }
             Physical::Wide => {
-                let (mut low, mut high) = (
-                    Vec::with_capacity(range.len()),
-                    Vec::with_capacity(range.len()),
-                );
-                decode_stream::<Ints>(r.bytes()?, values, range.clone(), &mut low)?;
-                decode_stream::<Ints>(r.bytes()?, values, range, &mut high)?;
+                let (low, high) = decode_wide(&mut r, values, range)?;
                 lanes::wide_to_array(dt, &low, &high, nulls)?
             }
             Physical::Bytes => {
-                let mut v = BytesVec::default();
-                decode_stream::<encodings::Bytes>(r.bytes()?, values, range, &mut v)?;
-                lanes::bytes_to_array(dt, v, nulls)?
+                let node = r.bytes()?;
+                let (id, body) = encodings::split_node(node)?;
+                if *dt == DataType::Utf8View && id == encodings::EncodingId::DICTIONARY {
+                    let (dictionary, codes) = encodings::dictionary::values_and_codes::<
+                        encodings::Bytes,
+                    >(body, values, range)?;
+                    lanes::dictionary_views(dictionary, &codes, nulls)?
+                } else {
+                    let mut v = BytesVec::default();
+                    decode_stream::<encodings::Bytes>(node, values, range, &mut v)?;
+                    lanes::bytes_to_array(dt, v, nulls)?
+                }
             }
             Physical::List => {
                 self.decode_list(node, b.first_child, r.bytes()?, values, range, nulls)?
@@ -724,13 +728,12 @@ impl ZyrFile {
                 filter_stream::<encodings::Bytes>(r.bytes()?, values, range, m, &mut out)?
             }
             Prepared::Wide(tests) => {
-                let (mut low, mut high) = (Vec::new(), Vec::new());
-                decode_stream::<Ints>(r.bytes()?, values, range.clone(), &mut low)?;
-                decode_stream::<Ints>(r.bytes()?, values, range, &mut high)?;
-                out.extend(low.iter().zip(&high).map(|(l, h)| {
-                    let v = (i128::from(*h) << 64) | i128::from(*l as u64);
-                    tests.iter().any(|(op, x)| op.holds(v.cmp(x)))
-                }));
+                let (low, high) = decode_wide(&mut r, values, range)?;
+                out.extend(
+                    lanes::wide_values(&low, &high)?
+                        .iter()
+                        .map(|v| tests.iter().any(|(op, x)| op.holds(v.cmp(x)))),
+                );
             }
         }
         if let Some(v) = validity {
@@ -752,6 +755,27 @@ enum Prepared {
     Wide(Vec<(CmpOp, i128)>),
     IsNull,
     IsNotNull,
+}
+
+/// The low and high halves of rows `range` of a 128-bit column's block. A constant high half
+/// is returned as its one value (see [`lanes::wide_values`]).
+fn decode_wide(
+    r: &mut ByteReader<'_>,
+    values: usize,
+    range: Range<usize>,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let (low_node, high_node) = (r.bytes()?, r.bytes()?);
+    let mut low = Vec::with_capacity(range.len());
+    decode_stream::<Ints>(low_node, values, range.clone(), &mut low)?;
+    let mut high = Vec::new();
+    let constant = encodings::split_node(high_node)?.0 == encodings::EncodingId::CONSTANT;
+    let high_rows = if constant && !range.is_empty() {
+        range.start..range.start + 1
+    } else {
+        range
+    };
+    decode_stream::<Ints>(high_node, values, high_rows, &mut high)?;
+    Ok((low, high))
 }
 
 fn read_validity(r: &mut ByteReader<'_>, values: usize) -> Result<Option<BooleanBuffer>> {

@@ -183,6 +183,32 @@ proptest! {
         }
     }
 
+    /// Strings as Utf8 and Utf8View columns: short (inline views) and long, ASCII and not, few
+    /// distinct values (dictionary, gathered as views) and many; whole file and a row range.
+    #[test]
+    fn string_columns_round_trip_as_utf8_and_views(
+        pool in prop::collection::vec(prop::option::weighted(0.9, "[a-z\u{e9}\u{6f22} ]{0,20}"), 1..40),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..3000),
+        range_seed in any::<u64>(),
+    ) {
+        let values: Vec<Option<&str>> = picks.iter().map(|i| pool[i.index(pool.len())].as_deref()).collect();
+        let rows = values.len();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("v", DataType::Utf8View, true),
+        ]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![
+            Arc::new(StringArray::from(values.clone())),
+            Arc::new(StringViewArray::from(values)),
+        ]).unwrap();
+        let bytes = common::write(schema, &[batch.clone()], WriterOptions { block_rows: 1024, ..Default::default() });
+        let file = Arc::new(ZyrFile::open(bytes).unwrap());
+        prop_assert_eq!(file.read_rows(&[0, 1], 0..rows as u64).unwrap(), batch.clone());
+        let start = (range_seed % rows as u64) as usize;
+        let end = start + ((range_seed >> 32) as usize % (rows - start)) + 1;
+        prop_assert_eq!(file.read_rows(&[0, 1], start as u64..end as u64).unwrap(), batch.slice(start, end - start));
+    }
+
     #[test]
     fn files_round_trip_every_type_with_random_nulls(rows in 1usize..2500, null_seed in any::<u64>(), block_vectors in 1usize..4) {
         let batch = common::all_types_batch(rows);

@@ -46,10 +46,13 @@ impl Encoding<Ints> for Delta {
         decode_stream::<Ints>(bases_node, vector_count(len), vectors.clone(), &mut bases)?;
         // All the deltas of the touched vectors in one call: children such as run-length parse
         // their whole header per call, so one call per vector would cost quadratic time.
+        // Decoded in place at the end of `out`: a full scan copies nothing; a range that starts
+        // inside a vector drops that vector's leading values afterwards.
         let span = vectors.start * VECTOR_LEN..(vectors.end * VECTOR_LEN).min(len);
-        let mut values = Vec::with_capacity(span.len());
-        decode_stream::<Ints>(deltas_node, len, span.clone(), &mut values)?;
-        for (chunk, base) in values.chunks_mut(VECTOR_LEN).zip(bases) {
+        let first = out.len();
+        out.reserve(span.len());
+        decode_stream::<Ints>(deltas_node, len, span.clone(), out)?;
+        for (chunk, base) in out[first..].chunks_mut(VECTOR_LEN).zip(bases) {
             let mut acc = base;
             chunk[0] = acc;
             for d in &mut chunk[1..] {
@@ -57,7 +60,8 @@ impl Encoding<Ints> for Delta {
                 *d = acc;
             }
         }
-        out.extend_from_slice(&values[rows.start - span.start..rows.end - span.start]);
+        out.truncate(first + rows.end - span.start);
+        out.drain(first..first + rows.start - span.start);
         Ok(())
     }
 }

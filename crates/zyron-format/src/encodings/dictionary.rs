@@ -50,9 +50,7 @@ where
     }
 
     fn decode(body: &[u8], len: usize, rows: Range<usize>, out: &mut D::Owned) -> Result<()> {
-        let parts = Parts::parse(body, len)?;
-        let codes = parts.codes(&rows)?;
-        let dictionary = decode_all::<D>(parts.values_node, parts.distinct)?;
+        let (dictionary, codes) = values_and_codes::<D>(body, len, rows)?;
         D::lookup(&dictionary, &codes, out)
     }
 
@@ -76,6 +74,18 @@ where
         out.extend(codes.iter().map(|c| table[*c as usize]));
         Ok(())
     }
+}
+
+/// The distinct values of a dictionary body and the codes of rows `rows`, for a caller that
+/// gathers by code itself (string views point into the dictionary instead of copying it).
+pub fn values_and_codes<D: Domain>(
+    body: &[u8],
+    len: usize,
+    rows: Range<usize>,
+) -> Result<(D::Owned, Vec<i64>)> {
+    let parts = Parts::parse(body, len)?;
+    let codes = parts.codes(&rows)?;
+    Ok((decode_all::<D>(parts.values_node, parts.distinct)?, codes))
 }
 
 struct Parts<'a> {

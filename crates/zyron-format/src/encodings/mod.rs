@@ -399,10 +399,13 @@ impl Domain for Ints {
     type Owned = Vec<i64>;
     type Matcher = IntMatcher;
     const NAME: &'static str = "integer";
-    /// One contiguous run of 1,024 values from the middle: slices glued together would put
-    /// jumps between them that make delta encoding look far worse than it is.
+    /// One whole vector from the middle. Contiguous, because slices glued together would put
+    /// jumps between them that make delta encoding look far worse than it is; aligned to a
+    /// vector, because delta restarts at each vector, so a jump where the writer's input
+    /// batches meet (a parallel query's output, say) costs nothing there but would inflate a
+    /// sample that straddles it.
     fn sample_ranges(len: usize) -> Vec<Range<usize>> {
-        let start = (len / 2).saturating_sub(VECTOR_LEN / 2);
+        let start = len / 2 / VECTOR_LEN * VECTOR_LEN;
         vec![start..(start + VECTOR_LEN).min(len)]
     }
     fn len(input: &[i64]) -> usize {
