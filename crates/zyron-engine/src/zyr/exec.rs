@@ -28,6 +28,7 @@ pub struct ZyrScanExec {
     files: Vec<Arc<ZyrFile>>,
     projection: Vec<usize>,
     predicates: Vec<ColumnPredicate>,
+    filter_mode: FilterMode,
     partitions: Vec<Vec<BlockRange>>,
     schema: SchemaRef,
     statistics: Arc<Statistics>,
@@ -39,6 +40,7 @@ impl ZyrScanExec {
         files: Vec<Arc<ZyrFile>>,
         projection: Vec<usize>,
         predicates: Vec<ColumnPredicate>,
+        filter_mode: FilterMode,
         partitions: Vec<Vec<BlockRange>>,
         schema: SchemaRef,
         statistics: Statistics,
@@ -53,6 +55,7 @@ impl ZyrScanExec {
             files,
             projection,
             predicates,
+            filter_mode,
             partitions,
             schema,
             statistics: Arc::new(statistics),
@@ -69,10 +72,11 @@ impl DisplayAs for ZyrScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "ZyrScanExec: files={}, projection={:?}, predicates={}",
+            "ZyrScanExec: files={}, projection={:?}, predicates={}, filter={:?}",
             self.files.len(),
             self.projection,
-            self.predicates.len()
+            self.predicates.len(),
+            self.filter_mode
         )
     }
 }
@@ -93,7 +97,7 @@ impl ExecutionPlan for ZyrScanExec {
         let options = ScanOptions {
             projection: Some(self.projection.clone()),
             predicates: self.predicates.clone(),
-            filter_mode: FilterMode::Auto,
+            filter_mode: self.filter_mode,
             verify_checksums: true,
         };
         let scans = ranges

@@ -1,9 +1,12 @@
 //! Translating DataFusion filter expressions into `.zyr` column predicates.
 //!
 //! Only shapes the reader evaluates exactly are translated: `column <op> literal` (either
-//! side), `BETWEEN`, `IN (literals)`, `IS [NOT] NULL`, and conjunctions of these. Pushdown is
-//! reported as *inexact*, so DataFusion keeps its own filter above the scan; the scan may
-//! therefore return extra rows (when it switches to zone-map pruning only) but never fewer.
+//! side), `BETWEEN`, `IN (literals)`, `IS [NOT] NULL`, and conjunctions of these. A filter
+//! translated whole, on columns other than floats (whose NaN and -0.0 ordering the reader
+//! does not promise to share with Arrow's kernels), is *exact*: the scan then always applies
+//! it and DataFusion drops its own filter, so a column used only in the filter is never
+//! decoded. A filter translated in part is *inexact*: DataFusion keeps its filter above the
+//! scan, which may return extra rows but never fewer.
 
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
@@ -12,29 +15,67 @@ use zyron_format::{CmpOp, ColumnPredicate, PredicateOp, Scalar};
 
 /// The predicates `expr` implies (all of which must hold); empty when none can be pushed.
 pub fn to_predicates(expr: &Expr, schema: &Schema) -> Vec<ColumnPredicate> {
-    let mut out = vec![];
-    collect(expr, schema, &mut out);
-    out
+    translate(expr, schema).0
 }
 
-fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<ColumnPredicate>) {
+/// Whether `expr` becomes predicates that are together exactly equivalent to it.
+pub fn is_exact(expr: &Expr, schema: &Schema) -> bool {
+    let (predicates, whole) = translate(expr, schema);
+    whole
+        && !predicates.is_empty()
+        && predicates.iter().all(|p| match &p.op {
+            PredicateOp::Cmp(_, v) => !matches!(v, Scalar::Float(_)),
+            PredicateOp::In(values) => !values.iter().any(|v| matches!(v, Scalar::Float(_))),
+            PredicateOp::IsNull | PredicateOp::IsNotNull => true,
+        })
+}
+
+fn translate(expr: &Expr, schema: &Schema) -> (Vec<ColumnPredicate>, bool) {
+    let mut out = vec![];
+    let whole = collect(expr, schema, &mut out);
+    (out, whole)
+}
+
+/// Appends the predicates `expr` implies; returns whether they cover all of it.
+fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<ColumnPredicate>) -> bool {
+    let before = out.len();
     match expr {
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: Operator::And,
             right,
         }) => {
-            collect(left, schema, out);
-            collect(right, schema, out);
+            // Both sides are visited, so a conjunction pushes what it can even when one side
+            // cannot be translated.
+            let l = collect(left, schema, out);
+            let r = collect(right, schema, out);
+            return l && r;
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
+            // The optimizer turns a short IN list into ORed equalities; they become IN again.
+            if let (Some((lc, mut values)), Some((rc, more))) =
+                (equalities(left, schema), equalities(right, schema))
+                && lc == rc
+            {
+                values.extend(more);
+                out.push(ColumnPredicate {
+                    column: lc,
+                    op: PredicateOp::In(values),
+                });
+            }
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let (column, literal, op) = match (left.as_ref(), right.as_ref()) {
                 (Expr::Column(c), Expr::Literal(v, _)) => (c, v, cmp_op(*op)),
                 (Expr::Literal(v, _), Expr::Column(c)) => (c, v, cmp_op(*op).map(flip)),
-                _ => return,
+                _ => return false,
             };
             let (Some(op), Some((index, dt))) = (op, column_of(schema, &column.name)) else {
-                return;
+                return false;
             };
             if let Some(v) = scalar(literal, dt) {
                 out.push(ColumnPredicate {
@@ -66,10 +107,10 @@ fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<ColumnPredicate>) {
         }
         Expr::InList(list) if !list.negated => {
             let Expr::Column(c) = list.expr.as_ref() else {
-                return;
+                return false;
             };
             let Some((index, dt)) = column_of(schema, &c.name) else {
-                return;
+                return false;
             };
             let values: Option<Vec<Scalar>> = list
                 .list
@@ -87,9 +128,11 @@ fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<ColumnPredicate>) {
             }
         }
         Expr::IsNull(e) | Expr::IsNotNull(e) => {
-            let Expr::Column(c) = e.as_ref() else { return };
+            let Expr::Column(c) = e.as_ref() else {
+                return false;
+            };
             let Some((index, _)) = column_of(schema, &c.name) else {
-                return;
+                return false;
             };
             let op = if matches!(expr, Expr::IsNull(_)) {
                 PredicateOp::IsNull
@@ -99,6 +142,21 @@ fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<ColumnPredicate>) {
             out.push(ColumnPredicate { column: index, op });
         }
         _ => {}
+    }
+    // Each remaining arm pushes its predicates only when it translated the whole expression.
+    out.len() > before
+}
+
+/// `expr` as one column equal to one of some values (`=`, `IN`, or ORs of them), if it is that.
+fn equalities(expr: &Expr, schema: &Schema) -> Option<(usize, Vec<Scalar>)> {
+    let (predicates, whole) = translate(expr, schema);
+    match predicates.as_slice() {
+        [p] if whole => match &p.op {
+            PredicateOp::Cmp(CmpOp::Eq, v) => Some((p.column, vec![v.clone()])),
+            PredicateOp::In(values) => Some((p.column, values.clone())),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -201,5 +259,19 @@ mod tests {
         assert!(to_predicates(&col("a").like(lit("x")), &schema).is_empty());
         // A literal of another type is not pushed (it would compare differently).
         assert!(to_predicates(&col("a").eq(lit(5i32)), &schema).is_empty());
+        assert!(is_exact(&expr, &schema));
+        // ORed equalities on one column are an IN list; on two columns they are not pushed.
+        let ored = col("a").eq(lit(1i64)).or(col("a").eq(lit(2i64)));
+        assert_eq!(
+            to_predicates(&ored, &schema)[0].op,
+            PredicateOp::In(vec![Scalar::Int(1), Scalar::Int(2)])
+        );
+        let mixed = col("a").eq(lit(1i64)).or(col("s").is_null());
+        assert!(to_predicates(&mixed, &schema).is_empty());
+        // Part of a conjunction pushed is inexact.
+        assert!(!is_exact(
+            &col("a").gt(lit(1i64)).and(col("a").like(lit("x"))),
+            &schema
+        ));
     }
 }

@@ -2,10 +2,13 @@
 //! zone-map and bloom-filter pruning and exact statistics; `CREATE EXTERNAL TABLE ... STORED AS
 //! ZYR`; the `read_zyr('path')` table function; and `COPY (query) TO 'file.zyr'`.
 //!
-//! Whether filters run on encoded data is decided per query and per block: the reader keeps
-//! evaluating them while they remove most rows and falls back to zone-map pruning with a
-//! plain scan once they do not ([`zyron_format::FilterMode::Auto`]), so pushdown never costs
-//! more than a plain scan plus one block's worth of filtering.
+//! Filters the reader evaluates exactly (see [`filters`]) are pushed down as *exact*: the scan
+//! applies them to every block, on encoded data where the encoding allows, and DataFusion
+//! drops its own filter, so a column the query only filters on is never decoded to Arrow.
+//! With only inexact filters, whether they run on encoded data is decided per query and per
+//! block: the reader keeps evaluating them while they remove most rows and falls back to
+//! zone-map pruning with a plain scan once they do not ([`FilterMode::Auto`]), so pushdown
+//! never costs more than a plain scan plus one block's worth of filtering.
 
 mod copy;
 mod exec;
@@ -25,7 +28,7 @@ use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{CreateExternalTable, Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
-use zyron_format::{Stat, ZyrFile};
+use zyron_format::{FilterMode, Stat, ZyrFile};
 
 pub use copy::{copy_to_zyr, is_zyr_target};
 pub use exec::ZyrScanExec;
@@ -264,7 +267,9 @@ impl TableProvider for ZyrTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if to_predicates(f, &self.schema).is_empty() {
+                if filters::is_exact(f, &self.schema) {
+                    TableProviderFilterPushDown::Exact
+                } else if to_predicates(f, &self.schema).is_empty() {
                     TableProviderFilterPushDown::Unsupported
                 } else {
                     TableProviderFilterPushDown::Inexact
@@ -292,6 +297,12 @@ impl TableProvider for ZyrTable {
             .iter()
             .flat_map(|f| to_predicates(f, &self.schema))
             .collect();
+        // DataFusion dropped its filter for exact ones, so they must be applied to every row.
+        let filter_mode = if filters.iter().any(|f| filters::is_exact(f, &self.schema)) {
+            FilterMode::Pushdown
+        } else {
+            FilterMode::Auto
+        };
         let schema = Arc::new(self.schema.project(&projection)?);
         let statistics = self.statistics_for(&projection, predicates.is_empty())?;
         let partitions = self.partitions(state.config().target_partitions())?;
@@ -299,6 +310,7 @@ impl TableProvider for ZyrTable {
             self.files.clone(),
             projection,
             predicates,
+            filter_mode,
             partitions,
             schema,
             statistics,
