@@ -24,7 +24,7 @@ use crate::layout::{
 use crate::predicate::{
     BytesMatcher, CmpOp, ColumnPredicate, FloatMatcher, IntMatcher, PredicateOp, Scalar,
 };
-use crate::stats::ZoneMap;
+use crate::stats::{Stat, ZoneMap};
 use crate::types::Physical;
 
 /// Bytes read from the end of a file when opening it; the footer of a file with a few dozen
@@ -659,12 +659,20 @@ impl ZyrFile {
                 set.dedup();
                 Prepared::Bytes(BytesMatcher::In(set))
             }
-            (PredicateOp::Cmp(op, v), Physical::Wide) => Prepared::Wide(vec![(*op, ints(v)?)]),
-            (PredicateOp::In(list), Physical::Wide) => Prepared::Wide(
-                list.iter()
-                    .map(|v| ints(v).map(|i| (CmpOp::Eq, i)))
-                    .collect::<Result<_>>()?,
-            ),
+            (PredicateOp::Cmp(op, v), Physical::Wide) => {
+                let v = ints(v)?;
+                Prepared::Wide {
+                    tests: vec![(*op, v)],
+                    on_low: IntMatcher::for_cmp(*op, v, I64_MIN, I64_MAX, |x| x as i64),
+                }
+            }
+            (PredicateOp::In(list), Physical::Wide) => {
+                let values = list.iter().map(ints).collect::<Result<Vec<_>>>()?;
+                Prepared::Wide {
+                    on_low: IntMatcher::for_in(values.clone(), I64_MIN, I64_MAX, |x| x as i64),
+                    tests: values.into_iter().map(|i| (CmpOp::Eq, i)).collect(),
+                }
+            }
             _ => return Err(mismatch()),
         })
     }
@@ -727,7 +735,12 @@ impl ZyrFile {
             Prepared::Bytes(m) => {
                 filter_stream::<encodings::Bytes>(r.bytes()?, values, range, m, &mut out)?
             }
-            Prepared::Wide(tests) => {
+            Prepared::Wide { on_low, .. } if fits_i64(&meta.blocks[block].zones, &range) => {
+                // Every value of these vectors fits 64 bits, so the low half is the value:
+                // filter it on encoded data as an integer column.
+                filter_stream::<Ints>(r.bytes()?, values, range, on_low, &mut out)?
+            }
+            Prepared::Wide { tests, .. } => {
                 let (low, high) = decode_wide(&mut r, values, range)?;
                 out.extend(
                     lanes::wide_values(&low, &high)?
@@ -751,10 +764,29 @@ enum Prepared {
     Int(IntMatcher),
     Float(FloatMatcher),
     Bytes(BytesMatcher),
-    /// 128-bit columns: any of these comparisons (one for a comparison, several for IN).
-    Wide(Vec<(CmpOp, i128)>),
+    /// 128-bit columns: any of `tests` (one for a comparison, several for IN); `on_low` is the
+    /// same test on the low half, valid where every value fits 64 bits.
+    Wide {
+        tests: Vec<(CmpOp, i128)>,
+        on_low: IntMatcher,
+    },
     IsNull,
     IsNotNull,
+}
+
+const I64_MIN: i128 = i64::MIN as i128;
+const I64_MAX: i128 = i64::MAX as i128;
+
+/// Whether the zone maps of the vectors `range` touches prove every value fits an i64 (where a
+/// 128-bit value's low half equals the value).
+fn fits_i64(zones: &[ZoneMap], range: &Range<usize>) -> bool {
+    encodings::vectors_of(range).all(|v| {
+        zones.get(v).is_some_and(|z| match z.stat {
+            Stat::Int { min, max } => min >= I64_MIN && max <= I64_MAX,
+            Stat::None => true,
+            _ => false,
+        })
+    })
 }
 
 /// The low and high halves of rows `range` of a 128-bit column's block. A constant high half

@@ -532,3 +532,89 @@ fn a_damaged_bloom_filter_is_reported() {
         .expect("an error");
     assert!(matches!(err, FormatError::Checksum { .. }), "{err}");
 }
+
+/// Decimal filters: vectors whose values fit 64 bits are filtered on the encoded low half,
+/// the others on the joined 128-bit values; both must match Arrow's comparison kernels.
+#[test]
+fn decimal_filters_match_arrow_with_small_and_huge_values() {
+    let rows = 6_000;
+    let values = Decimal128Array::from_iter((0..rows).map(|i| {
+        (i % 11 != 4).then(|| match i {
+            // One stretch of values beyond 64 bits, the rest small and of both signs.
+            3_000..4_000 => i128::MAX / 3 - i as i128,
+            _ => (i as i128 % 50) * 100 - 2_000,
+        })
+    }))
+    .with_precision_and_scale(38, 2)
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "d",
+        DataType::Decimal128(38, 2),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap();
+    let file = Arc::new(
+        ZyrFile::open(common::write(
+            schema.clone(),
+            &[batch.clone()],
+            WriterOptions {
+                block_rows: 2048,
+                ..Default::default()
+            },
+        ))
+        .unwrap(),
+    );
+    let scalar = |v: i128| {
+        arrow::array::Scalar::new(
+            Decimal128Array::from(vec![v])
+                .with_precision_and_scale(38, 2)
+                .unwrap(),
+        )
+    };
+    let column = batch.column(0);
+    let big = i128::MAX / 3 - 3_500;
+    let cases: Vec<(PredicateOp, BooleanArray)> = vec![
+        (
+            PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(-500)),
+            cmp::lt(column, &(scalar(-500))).unwrap(),
+        ),
+        (
+            PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int(big)),
+            cmp::gt_eq(column, &(scalar(big))).unwrap(),
+        ),
+        (
+            PredicateOp::Cmp(CmpOp::NotEq, Scalar::Int(300)),
+            cmp::neq(column, &(scalar(300))).unwrap(),
+        ),
+        (
+            PredicateOp::In(vec![
+                Scalar::Int(100),
+                Scalar::Int(big),
+                Scalar::Int(1 << 70),
+            ]),
+            arrow::compute::or(
+                &cmp::eq(column, &(scalar(100))).unwrap(),
+                &cmp::eq(column, &(scalar(big))).unwrap(),
+            )
+            .unwrap(),
+        ),
+    ];
+    for (op, mask) in cases {
+        let expected = arrow::compute::filter_record_batch(&batch, &mask).unwrap();
+        assert!(
+            expected.num_rows() > 0,
+            "{op:?} selects nothing: a weak case"
+        );
+        let got: Vec<RecordBatch> = file
+            .scan(ScanOptions {
+                predicates: vec![pred(0, op.clone())],
+                filter_mode: FilterMode::Pushdown,
+                ..Default::default()
+            })
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        let got = arrow::compute::concat_batches(&schema, &got).unwrap();
+        assert_eq!(got, expected, "{op:?}");
+    }
+}
