@@ -945,7 +945,7 @@ impl Scan {
         let mut masks = vec![];
         let (mut candidates, mut hits) = (0usize, 0usize);
         for range in ranges {
-            let mut mask = vec![true; range.len()];
+            let mut mask: Option<Vec<bool>> = None;
             for (p, prepared) in self.predicates.iter().zip(&self.prepared) {
                 let node = self.file.footer.roots[p.column];
                 let m = self.file.evaluate(
@@ -955,8 +955,12 @@ impl Scan {
                     prepared,
                     self.options.verify_checksums,
                 )?;
-                mask.iter_mut().zip(m).for_each(|(a, b)| *a &= b);
+                match &mut mask {
+                    None => mask = Some(m),
+                    Some(mask) => mask.iter_mut().zip(m).for_each(|(a, b)| *a &= b),
+                }
             }
+            let mask = mask.expect("filtered blocks have at least one predicate");
             candidates += range.len();
             // Narrow to the vectors that kept a row, so other columns decode only those.
             for v in (range.start..range.end).step_by(VECTOR_LEN) {
@@ -980,7 +984,8 @@ impl Scan {
         }
         let merged = merge_ranges(&selected_ranges);
         let batch = self.plain_block(block, &merged)?;
-        let mask = BooleanArray::from(masks);
+        // Packed 64 rows at a time (BooleanArray::from(Vec<bool>) pushes bit by bit).
+        let mask = BooleanArray::new(BooleanBuffer::collect_bool(masks.len(), |i| masks[i]), None);
         Ok(Some(arrow::compute::filter_record_batch(&batch, &mask)?))
     }
 }
