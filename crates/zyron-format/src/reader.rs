@@ -982,6 +982,10 @@ impl Scan {
         if hits == 0 {
             return Ok(None);
         }
+        // Sorted or clustered data keeps one run of rows: decode just that run, no mask.
+        if let Some(run) = single_run(&selected_ranges, &masks, hits) {
+            return Ok(Some(self.plain_block(block, &[run])?));
+        }
         let merged = merge_ranges(&selected_ranges);
         let batch = self.plain_block(block, &merged)?;
         // Packed 64 rows at a time (BooleanArray::from(Vec<bool>) pushes bit by bit).
@@ -1011,6 +1015,19 @@ fn bloom_allows(file: &ZyrFile, node: usize, block: usize, p: &ColumnPredicate) 
         Scalar::Bytes(b) => bloom.might_contain(hash_bytes(b)),
         Scalar::Float(_) => true,
     }))
+}
+
+/// The rows (block positions) that `masks` keeps, if they are one contiguous run. `masks`
+/// holds one flag per row of `ranges`, in order; `hits` is how many are set.
+fn single_run(ranges: &[Range<usize>], masks: &[bool], hits: usize) -> Option<Range<usize>> {
+    let rows = ranges.iter().flat_map(|r| r.clone());
+    let mut kept = rows
+        .zip(masks)
+        .filter(|(_, keep)| **keep)
+        .map(|(row, _)| row);
+    let first = kept.next()?;
+    let last = kept.last().unwrap_or(first);
+    (last + 1 - first == hits).then_some(first..last + 1)
 }
 
 fn vector_ranges(keep: &[bool], rows: usize) -> Vec<Range<usize>> {
