@@ -85,7 +85,16 @@ pub fn values_and_codes<D: Domain>(
 ) -> Result<(D::Owned, Vec<i64>)> {
     let parts = Parts::parse(body, len)?;
     let codes = parts.codes(&rows)?;
-    Ok((decode_all::<D>(parts.values_node, parts.distinct)?, codes))
+    let values = decode_all::<D>(parts.values_node, parts.distinct)?;
+    // Codes were checked against the declared count; callers index the values with them.
+    if D::owned_len(&values) != parts.distinct {
+        return corrupt(format!(
+            "dictionary declares {} values and holds {}",
+            parts.distinct,
+            D::owned_len(&values)
+        ));
+    }
+    Ok((values, codes))
 }
 
 struct Parts<'a> {
