@@ -257,7 +257,9 @@ impl Wal {
         let _creating = shared.creating.lock().unwrap_or_else(|p| p.into_inner());
         let mut released = 0;
         for start in segment::list_segments(&shared.dir)? {
-            if start + shared.segment_bytes > redo_lsn {
+            // `>=`: a redo position at a boundary is the end of the earlier
+            // segment, which replay opens first.
+            if start + shared.segment_bytes >= redo_lsn {
                 break;
             }
             shared
@@ -354,8 +356,13 @@ impl Shared {
     }
 
     /// Where a record of `framed` bytes goes if the log ends at `next`:
-    /// records never straddle segments, so one that does not fit starts the next.
+    /// records never straddle segments, so one that does not fit starts the
+    /// next. A log that ends exactly at a segment boundary (the last record
+    /// filled its segment) continues after the next segment's header.
     fn placement(&self, next: u64, framed: u64) -> u64 {
+        if next % self.segment_bytes == 0 {
+            return next + SEGMENT_HEADER_BYTES;
+        }
         let segment_end = self.segment_start(next) + self.segment_bytes;
         if next + framed <= segment_end {
             next

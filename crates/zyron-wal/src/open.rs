@@ -245,7 +245,15 @@ struct Scan<'a> {
 
 impl<'a> Scan<'a> {
     fn new(log: &'a SegmentSet<'a>, lsn: u64) -> Result<Self> {
-        let segment_start = lsn - lsn % log.segment_bytes;
+        // No record starts at a segment's byte 0 (the header is there), so a
+        // position on a boundary is the end of the earlier segment: start
+        // there, and the scan crosses into the next one if it exists.
+        let (segment_start, lsn) = match lsn % log.segment_bytes {
+            0 if log.starts.contains(&(lsn - log.segment_bytes)) => (lsn - log.segment_bytes, lsn),
+            // Released by a checkpoint: the first record is after the next header.
+            0 => (lsn, lsn + SEGMENT_HEADER_BYTES),
+            offset => (lsn - offset, lsn),
+        };
         let bytes = log.read(segment_start)?.ok_or_else(|| {
             corrupt(
                 log.dir,

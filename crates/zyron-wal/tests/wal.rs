@@ -228,3 +228,83 @@ fn limits_give_clear_errors() {
         .unwrap();
     assert_eq!(err.sqlstate(), SqlState::INVALID_PARAMETER_VALUE);
 }
+
+/// A payload of exactly `framed` bytes once framed, carrying its index.
+fn payload_framed(i: u64, framed: usize) -> Vec<u8> {
+    let mut bytes = i.to_le_bytes().to_vec();
+    bytes.resize(framed - zyron_wal::record::RECORD_HEADER_BYTES, 0x5A);
+    bytes
+}
+
+/// Records that end exactly where a segment ends leave the next record at a
+/// segment boundary: it must go after the next segment's header, never over
+/// it, and a checkpoint taken right there must still replay. (Concurrent
+/// committers hit this by chance; CI caught it as "bad magic" on reopen.)
+#[test]
+fn a_segment_filled_exactly_keeps_the_next_header_and_its_boundary_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _, _) = replay(dir.path(), 0);
+    let segment_bytes = small().segment_bytes;
+    let fill = (segment_bytes - SEGMENT_HEADER_BYTES) as usize;
+    let pieces = 16;
+    assert_eq!(fill % pieces, 0);
+    let mut last_end = 0;
+    for i in 0..pieces as u64 {
+        last_end = wal
+            .commit(1, &payload_framed(i, fill / pieces))
+            .unwrap()
+            .end_lsn;
+    }
+    assert_eq!(
+        last_end, segment_bytes,
+        "the first segment is filled exactly"
+    );
+    let boundary = wal.next_lsn();
+    let after = wal.commit(1, &payload_framed(16, 100)).unwrap();
+    assert_eq!(after.lsn, segment_bytes + SEGMENT_HEADER_BYTES);
+    assert_eq!(
+        wal.truncate_before(boundary).unwrap(),
+        0,
+        "the segment ending at the redo position is kept"
+    );
+    drop(wal);
+
+    let (wal, records, _) = replay(dir.path(), 0);
+    assert_eq!(
+        records.iter().map(index).collect::<Vec<_>>(),
+        (0..17).collect::<Vec<_>>()
+    );
+    drop(wal);
+    let (wal, records, recovered) = replay(dir.path(), boundary);
+    assert_eq!(records.iter().map(index).collect::<Vec<_>>(), vec![16]);
+    assert_eq!(recovered.end_lsn, after.end_lsn);
+
+    // The same with the log ending at the boundary: restart, then append.
+    let second_end = 2 * segment_bytes;
+    let mut i = 17;
+    let mut next = wal.next_lsn();
+    while next < second_end {
+        let left = (second_end - next) as usize;
+        // Chunks of at most 4000 bytes that never leave a remainder too small for a record.
+        let framed = match left {
+            0..=4000 => left,
+            4001..=4100 => 2000,
+            _ => 4000,
+        };
+        next = wal.commit(1, &payload_framed(i, framed)).unwrap().end_lsn;
+        i += 1;
+    }
+    assert_eq!(next, second_end);
+    drop(wal);
+    let (wal, records, recovered) = replay(dir.path(), second_end);
+    assert!(records.is_empty());
+    assert_eq!(recovered.end_lsn, second_end);
+    let appended = wal.commit(1, &payload_framed(i, 64)).unwrap();
+    assert_eq!(appended.lsn, second_end + SEGMENT_HEADER_BYTES);
+    drop(wal);
+    let (_, records, _) = replay(dir.path(), 0);
+    assert_eq!(
+        records.iter().map(index).collect::<Vec<_>>(),
+        (0..=i).collect::<Vec<_>>()
+    );
+}
