@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 4] = *b"ZYRF";
 /// Readers refuse files of another major version.
 pub const VERSION_MAJOR: u16 = 1;
 /// Readers accept newer minor versions; these only add encodings, types and trailing fields.
-pub const VERSION_MINOR: u16 = 0;
+pub const VERSION_MINOR: u16 = 1;
 pub const HEADER_LEN: u64 = 16;
 pub const TRAILER_LEN: u64 = 24;
 /// Rows per block for top-level columns (64 vectors).

@@ -199,15 +199,24 @@ impl DictionaryDomain for Bytes {
     fn lookup(dictionary: &BytesVec, codes: &[i64], out: &mut BytesVec) -> Result<()> {
         let d = dictionary.as_ref();
         let lengths: Vec<usize> = (0..d.len()).map(|i| d.get(i).len()).collect();
+        let longest = lengths.iter().copied().max().unwrap_or(0);
+        // Short values bound the output by 16 or 32 bytes a row: no exact total needed.
+        let fits = |width: usize| {
+            longest <= width && out.data.len() + codes.len() * width <= i32::MAX as usize
+        };
+        if fits(16) {
+            lookup_short::<16>(d, codes, out);
+            return Ok(());
+        }
+        if fits(32) {
+            lookup_short::<32>(d, codes, out);
+            return Ok(());
+        }
         let total: usize = codes.iter().map(|c| lengths[*c as usize]).sum();
         if out.data.len() + total > i32::MAX as usize {
             return corrupt("decoded strings exceed 2 GiB in one batch");
         }
         out.offsets.reserve(codes.len());
-        if lengths.iter().all(|l| *l <= SHORT_STRING) {
-            lookup_short(d, codes, total, out);
-            return Ok(());
-        }
         out.data.reserve(total);
         for c in codes {
             out.data.extend_from_slice(d.get(*c as usize));
@@ -217,26 +226,64 @@ impl DictionaryDomain for Bytes {
     }
 }
 
-/// Dictionary values up to this long are copied as one fixed-size chunk.
-const SHORT_STRING: usize = 16;
-
 /// Gathers short strings (flags, modes, codes: most dictionary columns) by copying a fixed
-/// 16 bytes per value and advancing by the real length, which compiles to two moves instead of
-/// a `memcpy` call per value.
-fn lookup_short(d: BytesRef<'_>, codes: &[i64], total: usize, out: &mut BytesVec) {
+/// `WIDTH` bytes per value and advancing by the real length, which compiles to a few moves
+/// instead of a `memcpy` call per value. The caller checked that every value fits `WIDTH` and
+/// that `codes.len() x WIDTH` more bytes keep the output under 2 GiB.
+fn lookup_short<const WIDTH: usize>(d: BytesRef<'_>, codes: &[i64], out: &mut BytesVec) {
     let mut padded = d.data.to_vec();
-    padded.resize(padded.len() + SHORT_STRING, 0);
+    padded.resize(padded.len() + WIDTH, 0);
     let starts: Vec<(usize, usize)> = (0..d.len())
         .map(|i| (d.offsets[i] as usize, d.get(i).len()))
         .collect();
     let base = out.data.len();
-    out.data.resize(base + total + SHORT_STRING, 0);
-    let mut at = base;
+    let capacity = codes.len() * WIDTH + WIDTH;
+    out.data.reserve(capacity);
+    out.offsets.reserve(codes.len());
+    let dst = out.data.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+    let mut at = 0;
     for c in codes {
         let (start, len) = starts[*c as usize];
-        out.data[at..at + SHORT_STRING].copy_from_slice(&padded[start..start + SHORT_STRING]);
+        let src: &[u8; WIDTH] = padded[start..start + WIDTH]
+            .try_into()
+            .expect("WIDTH bytes");
+        assert!(len <= WIDTH && at + WIDTH <= capacity);
+        // SAFETY: `at + WIDTH <= capacity` (asserted), and `dst` has `capacity` bytes of spare
+        // room reserved above.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.add(at), WIDTH) };
         at += len;
-        out.offsets.push(at as i32);
+        out.offsets.push((base + at) as i32);
     }
-    out.data.truncate(base + total);
+    // SAFETY: the first `at` spare bytes were written by the copies above.
+    unsafe { out.data.set_len(base + at) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each gather path (16-byte, 32-byte and per-value copies) gives back the values.
+    #[test]
+    fn string_lookup_is_exact_for_every_value_width() {
+        for longest in [1, 16, 17, 32, 33, 200] {
+            let values: Vec<Vec<u8>> = (0..7)
+                .map(|i| vec![b'a' + i as u8; 1 + i * (longest - 1) / 6])
+                .collect();
+            assert_eq!(values.iter().map(Vec::len).max(), Some(longest));
+            let dictionary = BytesVec::from_iter(values.iter().map(Vec::as_slice)).unwrap();
+            let codes: Vec<i64> = (0..5000).map(|i| (i * 5 % 7) as i64).collect();
+            let mut out = BytesVec::default();
+            out.push(b"already here").unwrap();
+            Bytes::lookup(&dictionary, &codes, &mut out).unwrap();
+            let got: Vec<&[u8]> = out.as_ref().iter().collect();
+            assert_eq!(got[0], b"already here");
+            for (row, code) in codes.iter().enumerate() {
+                assert_eq!(
+                    got[row + 1],
+                    values[*code as usize].as_slice(),
+                    "width {longest}"
+                );
+            }
+        }
+    }
 }

@@ -56,6 +56,7 @@ impl EncodingId {
     pub const ALP: Self = Self(6);
     pub const FSST: Self = Self(7);
     pub const ZSTD: Self = Self(8);
+    pub const FSST_LZ4: Self = Self(9);
 
     pub fn name(self) -> &'static str {
         match self.0 {
@@ -68,6 +69,7 @@ impl EncodingId {
             6 => "alp",
             7 => "fsst",
             8 => "zstd",
+            9 => "fsst_lz4",
             _ => "unknown",
         }
     }
@@ -224,6 +226,12 @@ pub trait Encoding<D: Domain> {
     const ID: EncodingId;
     /// Encodes `values` into a body (without the id byte); `None` when the encoding does not apply.
     fn encode(values: D::Input<'_>, cascade: Cascade) -> Option<Vec<u8>>;
+    /// Given the body `encode` made for a whole stream of `len` values (not a sample), may
+    /// return a better layout under another id: for choices a sample cannot show.
+    fn refine(body: Vec<u8>, len: usize) -> (EncodingId, Vec<u8>) {
+        let _ = len;
+        (Self::ID, body)
+    }
     /// Appends the values at `rows` of a stream of `len` values to `out`, decoding only the
     /// vectors that `rows` touches where the layout allows it.
     fn decode(body: &[u8], len: usize, rows: Range<usize>, out: &mut D::Owned) -> Result<()>;
@@ -247,12 +255,14 @@ pub trait Encoding<D: Domain> {
 pub struct Candidate<D: Domain> {
     pub id: EncodingId,
     pub encode: fn(D::Input<'_>, Cascade) -> Option<Vec<u8>>,
+    pub refine: fn(Vec<u8>, usize) -> (EncodingId, Vec<u8>),
 }
 
 pub(crate) fn candidate<D: Domain, E: Encoding<D>>() -> Candidate<D> {
     Candidate {
         id: E::ID,
         encode: E::encode,
+        refine: E::refine,
     }
 }
 
@@ -266,7 +276,8 @@ pub fn encode_stream<D: Domain>(values: D::Input<'_>, cascade: Cascade) -> Vec<u
         let sample = D::gather(values, &D::sample_ranges(len));
         best_of(&candidates, D::as_input(&sample))
     };
-    let encoded = chosen.and_then(|c| (c.encode)(values, cascade).map(|body| (c.id, body)));
+    let encoded =
+        chosen.and_then(|c| (c.encode)(values, cascade).map(|body| (c.refine)(body, len)));
     let (id, body) = encoded.unwrap_or_else(|| {
         let plain = candidates
             .iter()
@@ -626,6 +637,7 @@ impl Domain for Bytes {
                 <dictionary::Dictionary as Encoding<Self>>::decode(body, len, rows, out)
             }
             EncodingId::FSST => <fsst::Fsst as Encoding<Self>>::decode(body, len, rows, out),
+            EncodingId::FSST_LZ4 => <fsst::FsstLz4 as Encoding<Self>>::decode(body, len, rows, out),
             EncodingId::ZSTD => <zstd::Zstd as Encoding<Self>>::decode(body, len, rows, out),
             other => unknown(Self::NAME, other),
         }
@@ -646,6 +658,9 @@ impl Domain for Bytes {
                 <dictionary::Dictionary as Encoding<Self>>::filter(body, len, rows, m, out)
             }
             EncodingId::FSST => <fsst::Fsst as Encoding<Self>>::filter(body, len, rows, m, out),
+            EncodingId::FSST_LZ4 => {
+                <fsst::FsstLz4 as Encoding<Self>>::filter(body, len, rows, m, out)
+            }
             _ => Self::filter_by_decoding(id, body, len, rows, m, out),
         }
     }
