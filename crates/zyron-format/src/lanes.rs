@@ -219,10 +219,10 @@ pub fn float_lanes<F: FloatLane + ArrowNativeType, T: ArrowPrimitiveType<Native 
 pub fn bytes_lanes(array: &dyn Array) -> Result<BytesVec> {
     let copy = |offsets: &[i32], data: &[u8]| -> BytesVec {
         let base = offsets[0];
-        BytesVec {
-            offsets: offsets.iter().map(|o| o - base).collect(),
-            data: data[base as usize..*offsets.last().expect("offsets") as usize].to_vec(),
-        }
+        let mut values = BytesVec::default();
+        values.offsets = offsets.iter().map(|o| o - base).collect();
+        values.data = data[base as usize..*offsets.last().expect("offsets") as usize].to_vec();
+        values
     };
     Ok(match array.data_type() {
         DataType::Utf8 => {
@@ -304,7 +304,7 @@ fn check_offsets(values: &BytesVec) -> Result<()> {
 /// Every value is valid UTF-8: all-ASCII data needs no more (every byte is a character
 /// boundary); otherwise the whole buffer and each boundary are checked.
 fn check_utf8(values: &BytesVec) -> Result<()> {
-    if values.data.is_ascii() {
+    if values.unchecked_tail().is_ascii() {
         return Ok(());
     }
     let text = std::str::from_utf8(&values.data)

@@ -199,31 +199,42 @@ impl DictionaryDomain for Bytes {
     fn lookup(dictionary: &BytesVec, codes: &[i64], out: &mut BytesVec) -> Result<()> {
         let d = dictionary.as_ref();
         let lengths: Vec<usize> = (0..d.len()).map(|i| d.get(i).len()).collect();
-        let longest = lengths.iter().copied().max().unwrap_or(0);
-        // Short values bound the output by 16 or 32 bytes a row: no exact total needed.
-        let fits = |width: usize| {
-            longest <= width && out.data.len() + codes.len() * width <= i32::MAX as usize
-        };
-        if fits(16) {
-            lookup_short::<16>(d, codes, out);
-            return Ok(());
+        let base = out.data.len();
+        let ascii = d.data.is_ascii();
+        let result = gather(d, &lengths, codes, out);
+        if ascii && result.is_ok() {
+            out.mark_ascii_from(base);
         }
-        if fits(32) {
-            lookup_short::<32>(d, codes, out);
-            return Ok(());
-        }
-        let total: usize = codes.iter().map(|c| lengths[*c as usize]).sum();
-        if out.data.len() + total > i32::MAX as usize {
-            return corrupt("decoded strings exceed 2 GiB in one batch");
-        }
-        out.offsets.reserve(codes.len());
-        out.data.reserve(total);
-        for c in codes {
-            out.data.extend_from_slice(d.get(*c as usize));
-            out.offsets.push(out.data.len() as i32);
-        }
-        Ok(())
+        result
     }
+}
+
+/// Appends the dictionary values that `codes` name (codes already checked in range).
+fn gather(d: BytesRef<'_>, lengths: &[usize], codes: &[i64], out: &mut BytesVec) -> Result<()> {
+    let longest = lengths.iter().copied().max().unwrap_or(0);
+    // Short values bound the output by 16 or 32 bytes a row: no exact total needed.
+    let fits = |width: usize| {
+        longest <= width && out.data.len() + codes.len() * width <= i32::MAX as usize
+    };
+    if fits(16) {
+        lookup_short::<16>(d, codes, out);
+        return Ok(());
+    }
+    if fits(32) {
+        lookup_short::<32>(d, codes, out);
+        return Ok(());
+    }
+    let total: usize = codes.iter().map(|c| lengths[*c as usize]).sum();
+    if out.data.len() + total > i32::MAX as usize {
+        return corrupt("decoded strings exceed 2 GiB in one batch");
+    }
+    out.offsets.reserve(codes.len());
+    out.data.reserve(total);
+    for c in codes {
+        out.data.extend_from_slice(d.get(*c as usize));
+        out.offsets.push(out.data.len() as i32);
+    }
+    Ok(())
 }
 
 /// Gathers short strings (flags, modes, codes: most dictionary columns) by copying a fixed

@@ -168,6 +168,13 @@ fn decompress_codes(
     expected: usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
+    // fsst-rs panics on codes that end in a lone escape. Escapes pair up from the last byte
+    // that is not 0xFF (a code or a literal, after which a code starts), so an odd run of
+    // trailing 0xFF bytes ends in one.
+    let trailing_escapes = codes.iter().rev().take_while(|c| **c == 0xFF).count();
+    if trailing_escapes % 2 == 1 {
+        return corrupt("FSST codes end in an escape with no literal after it");
+    }
     // Decompress straight into the output; reserving the worst case (8 bytes per code)
     // keeps hostile codes inside the buffer.
     let base = out.len();
@@ -206,6 +213,7 @@ fn decode_raw(
         end as usize - start,
         &mut out.data,
     )?;
+    out.note_ascii_from(base);
     let shift = base as i64 - start as i64;
     out.offsets.extend(ends.iter().map(|e| (e + shift) as i32));
     Ok(())
@@ -235,6 +243,20 @@ fn decode_lz4(
         }
     };
     let decompressor = p.decompressor();
+    let wanted_bytes = end_of(rows.end - 1) - start_of(rows.start);
+    if out.data.len() + wanted_bytes > i32::MAX as usize {
+        return corrupt("decoded strings exceed 2 GiB in one batch");
+    }
+    // One reservation for the whole call: the wanted bytes plus room for the worst case of one
+    // frame (8 bytes a code), which decompress_codes needs to be safe on hostile codes.
+    let most_codes = blocks[first_frame..end_frame]
+        .iter()
+        .map(|(codes_len, _)| *codes_len)
+        .max()
+        .unwrap_or(0);
+    out.data
+        .reserve(wanted_bytes + 8 * most_codes.min(2 * (i32::MAX as usize)) + 8);
+    out.offsets.reserve(rows.len());
     let mut codes = Vec::new();
     for f in first_frame..end_frame {
         let frame = f * FRAME_VALUES..((f + 1) * FRAME_VALUES).min(len);
@@ -255,12 +277,16 @@ fn decode_lz4(
         let wanted = rows.start.max(frame.start)..rows.end.min(frame.end);
         let base = out.data.len();
         decompress_codes(&decompressor, &codes, frame_bytes, &mut out.data)?;
-        // Keep only the wanted rows' bytes: move them to `base`, drop the rest.
+        // Keep only the wanted rows' bytes (a whole frame, except at the ends of `rows`).
         let keep = start_of(wanted.start) - start_of(frame.start)
             ..end_of(wanted.end - 1) - start_of(frame.start);
-        out.data
-            .copy_within(base + keep.start..base + keep.end, base);
+        if keep.start > 0 {
+            out.data
+                .copy_within(base + keep.start..base + keep.end, base);
+        }
         out.data.truncate(base + keep.len());
+        // Checked now, while the bytes are in cache, instead of when the array is built.
+        out.note_ascii_from(base);
         let shift = base as i64 - start_of(wanted.start) as i64;
         out.offsets
             .extend(wanted.map(|row| (end_of(row) as i64 + shift) as i32));
@@ -514,6 +540,19 @@ mod tests {
         let (id, body) = <Fsst as Encoding<Bytes>>::refine(raw.clone(), len);
         assert_eq!(id, EncodingId::FSST);
         assert_eq!(body, raw);
+    }
+
+    #[test]
+    fn codes_ending_in_a_lone_escape_are_an_error_not_a_panic() {
+        let body = <Fsst as Encoding<Bytes>>::encode(comments(100).as_ref(), Cascade::TOP).unwrap();
+        let p = Parsed::parse(&body, false, 100).unwrap();
+        let d = p.decompressor();
+        let mut out = Vec::new();
+        assert!(decompress_codes(&d, &[0xFF], 1, &mut out).is_err());
+        assert!(decompress_codes(&d, &[0xFF, 0xFF, 0xFF], 2, &mut out).is_err());
+        assert!(decompress_codes(&d, &[0xFF, b'x', 0xFF], 2, &mut out).is_err());
+        decompress_codes(&d, &[0xFF, 0xFF, 0xFF, b'x'], 2, &mut out).unwrap();
+        assert_eq!(out, [0xFF, b'x']);
     }
 
     #[test]

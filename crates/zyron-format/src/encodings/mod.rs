@@ -125,22 +125,58 @@ pub(crate) fn relative_ends(values: BytesRef<'_>) -> Vec<i64> {
 }
 
 /// Owned byte strings; `offsets` starts with 0.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct BytesVec {
     pub offsets: Vec<i32>,
     pub data: Vec<u8>,
+    /// `data[..ascii_len]` is known to be ASCII, hence valid UTF-8 split anywhere. Decoders
+    /// that see their output while it is still in cache (or whose source proves it, like an
+    /// ASCII dictionary) record it, so that building a string array need not read hundreds of
+    /// megabytes again. Appending keeps it true; only [`BytesVec::note_ascii_from`] and
+    /// [`BytesVec::mark_ascii_from`] raise it.
+    ascii_len: usize,
 }
+
+impl PartialEq for BytesVec {
+    fn eq(&self, other: &Self) -> bool {
+        self.offsets == other.offsets && self.data == other.data
+    }
+}
+
+impl Eq for BytesVec {}
 
 impl Default for BytesVec {
     fn default() -> Self {
         Self {
             offsets: vec![0],
             data: vec![],
+            ascii_len: 0,
         }
     }
 }
 
 impl BytesVec {
+    /// Records that `data[base..]` is ASCII if it is (checked here, best while it is in
+    /// cache) and everything before `base` is known to be.
+    pub fn note_ascii_from(&mut self, base: usize) {
+        if self.ascii_len == base && self.data[base..].is_ascii() {
+            self.ascii_len = self.data.len();
+        }
+    }
+
+    /// Records that `data[base..]` is ASCII, which the caller has proven (for example, it was
+    /// gathered from ASCII dictionary values).
+    pub fn mark_ascii_from(&mut self, base: usize) {
+        if self.ascii_len == base {
+            self.ascii_len = self.data.len();
+        }
+    }
+
+    /// The bytes not yet known to be ASCII.
+    pub fn unchecked_tail(&self) -> &[u8] {
+        &self.data[self.ascii_len.min(self.data.len())..]
+    }
+
     pub fn as_ref(&self) -> BytesRef<'_> {
         BytesRef {
             offsets: &self.offsets,
