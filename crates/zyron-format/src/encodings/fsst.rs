@@ -7,25 +7,28 @@
 //! Two layouts share the table and the decompressed ends:
 //! - `fsst`: `symbols: u8 | symbols x u64 | symbols x u8 lengths | ends node (len values) |
 //!   compressed ends node (len values) | compressed bytes`.
-//! - `fsst_lz4`: the same table and ends, then the codes in LZ4 blocks of [`FRAME_VALUES`] rows
-//!   each (`frames x (u32 codes bytes, u32 block bytes) | blocks`), and no compressed ends.
-//!   FSST removes short repeats; LZ4 (high-compression mode when writing) then removes the
-//!   long ones, whole phrases, and still decodes at about 2 GB/s. On TPC-H `l_comment` the
-//!   codes shrink from 55.7 MB to 38.8 MB (zstd reaches 37.5 MB but decodes at 0.5 GB/s here,
-//!   which would cost a lineitem scan a fifth of its speed). Without compressed ends a frame
-//!   is decompressed whole and rows are cut from it by the decompressed ends; reading one row
-//!   costs one frame (about 300 KB of codes for comments). A block takes this layout only where
-//!   LZ4 shrinks its codes to [`FRAMED_MAX_RATIO`] or less, measured on the block itself: a
-//!   1,024-value sample is too small to show the repeats LZ4 finds in a frame.
+//! - `fsst_lz4`: the same table and ends, then the codes of each 1,024-value vector as its own
+//!   LZ4 block, and no compressed ends. The first vectors of the block (up to 64 KiB of codes)
+//!   form one block that serves as the dictionary of all the others: LZ4 (high-compression
+//!   mode when writing) copies whole phrases from it and from earlier in the vector, and still
+//!   decodes at about 2 GB/s. On TPC-H `l_comment` the codes shrink from 55.7 MB to 38.5 MB
+//!   (zstd level 3 over 150 KB frames reaches 37.5 MB but decodes at 0.5 GB/s here, which
+//!   would cost a lineitem scan a fifth of its speed; LZ4 without a dictionary needs 32-vector
+//!   frames for 38.8 MB, and then one row costs 32 vectors). A row costs its vector plus the
+//!   dictionary, as a dictionary-encoded row does. Rows are cut from a vector by the
+//!   decompressed ends. A block takes this layout only where LZ4 shrinks its codes to
+//!   [`PACKED_MAX_RATIO`] or less, measured on the block itself: a 1,024-value sample is too
+//!   small to show the repeats LZ4 finds across vectors.
 
 use std::ops::Range;
 
 use fsst::{Compressor, Decompressor, Symbol};
 
+use super::lz4_dict::{HcWithDictionary, decompress_with_dictionary};
 use super::plain::ends_for_rows;
 use super::{
     Bytes, BytesRef, BytesVec, Cascade, Encoding, EncodingId, Ints, VECTOR_LEN, decode_stream,
-    encode_stream, read_child, write_child,
+    encode_stream, read_child, vector_count, vectors_of, write_child,
 };
 use crate::error::{Result, corrupt};
 use crate::io::{ByteReader, ByteWriter};
@@ -34,19 +37,20 @@ use crate::predicate::BytesMatcher;
 pub struct Fsst;
 pub struct FsstLz4;
 
-/// Rows per LZ4 block of codes in `fsst_lz4`. LZ4 looks back at most 64 KiB, so longer blocks
-/// gain only fewer cold starts: on TPC-H comments 8, 16, 32 and 64 vectors give 41.1, 39.6,
-/// 38.8 and 38.5 MB. 32 vectors keep one row's read to about 300 KB of codes.
-pub const FRAME_VALUES: usize = 32 * VECTOR_LEN;
-
 /// `fsst_lz4` is kept only where LZ4 shrinks the codes to at most this fraction.
-pub const FRAMED_MAX_RATIO: f64 = 0.85;
+pub const PACKED_MAX_RATIO: f64 = 0.85;
 
 /// LZ4's high-compression level (its default, `LZ4HC_CLEVEL_DEFAULT`).
 const LZ4_HC_LEVEL: i32 = 9;
 
+/// The dictionary is the codes of the block's first vectors, as many as fit in LZ4's 64 KiB
+/// window (at least one, at most eight). On `l_comment` a dictionary of 1, 2, 4 and 7 vectors
+/// gives 43.5, 41.7, 39.8 and 38.5 MB.
+const DICTIONARY_MAX_BYTES: usize = 64 << 10;
+const DICTIONARY_MAX_VECTORS: usize = 8;
+
 /// Below this many code bytes a block keeps plain codes: too little to be worth a frame.
-const FRAMED_MIN_CODE_BYTES: usize = 16 << 10;
+const PACKED_MIN_CODE_BYTES: usize = 16 << 10;
 
 /// Strings the symbol table is trained on.
 const TRAINING_SAMPLE: usize = 2048;
@@ -116,8 +120,51 @@ struct Parsed<'a> {
 
 enum Codes<'a> {
     Raw(&'a [u8]),
-    /// Per frame: codes bytes and the LZ4 block.
-    Lz4(Vec<(usize, &'a [u8])>),
+    Lz4(Lz4Codes<'a>),
+}
+
+struct Lz4Codes<'a> {
+    /// Vectors `0..dictionary_vectors` live in the dictionary block.
+    dictionary_vectors: usize,
+    /// Per vector: the length of its codes.
+    codes_lens: Vec<usize>,
+    dictionary_block: &'a [u8],
+    /// Vectors `dictionary_vectors..`.
+    blocks: Vec<&'a [u8]>,
+}
+
+impl<'a> Lz4Codes<'a> {
+    fn parse(r: &mut ByteReader<'a>, len: usize) -> Result<Self> {
+        let vectors = vector_count(len);
+        let dictionary_vectors = r.u8()? as usize;
+        if dictionary_vectors == 0 || dictionary_vectors > vectors.max(1) {
+            return corrupt(format!(
+                "FSST dictionary of {dictionary_vectors} vectors in a stream of {vectors}"
+            ));
+        }
+        let others = vectors.saturating_sub(dictionary_vectors);
+        if (vectors + 1 + others).saturating_mul(4) > r.remaining() {
+            return corrupt("FSST block table ends early");
+        }
+        let codes_lens = (0..vectors)
+            .map(|_| r.u32().map(|n| n as usize))
+            .collect::<Result<_>>()?;
+        let dictionary_len = r.u32()? as usize;
+        let block_lens: Vec<usize> = (0..others)
+            .map(|_| r.u32().map(|n| n as usize))
+            .collect::<Result<_>>()?;
+        let dictionary_block = r.take(dictionary_len)?;
+        let blocks = block_lens
+            .into_iter()
+            .map(|n| r.take(n))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            dictionary_vectors,
+            codes_lens,
+            dictionary_block,
+            blocks,
+        })
+    }
 }
 
 impl<'a> Parsed<'a> {
@@ -136,23 +183,13 @@ impl<'a> Parsed<'a> {
                 codes: Codes::Raw(r.rest()),
             });
         }
-        let frames = len.div_ceil(FRAME_VALUES);
-        if frames.saturating_mul(8) > r.remaining() {
-            return corrupt("FSST frame table ends early");
-        }
-        let sizes: Vec<(usize, usize)> = (0..frames)
-            .map(|_| Ok((r.u32()? as usize, r.u32()? as usize)))
-            .collect::<Result<_>>()?;
-        let blocks = sizes
-            .into_iter()
-            .map(|(codes, block)| Ok((codes, r.take(block)?)))
-            .collect::<Result<_>>()?;
+        let codes = Codes::Lz4(Lz4Codes::parse(&mut r, len)?);
         Ok(Self {
             table,
             ends_node,
             compressed_ends_node: &[],
             table_and_ends_len,
-            codes: Codes::Lz4(blocks),
+            codes,
         })
     }
 
@@ -219,10 +256,52 @@ fn decode_raw(
     Ok(())
 }
 
-/// Decompresses each frame that `rows` touches and keeps the rows' bytes.
+/// The decompressed (plain) byte offsets of rows, from the `ends` child.
+struct PlainEnds {
+    first_row: usize,
+    start: usize,
+    ends: Vec<i64>,
+}
+
+impl PlainEnds {
+    fn of(ends_node: &[u8], len: usize, rows: Range<usize>) -> Result<Self> {
+        let (start, ends) = ends_for_rows(ends_node, len, &rows, i32::MAX as usize)?;
+        Ok(Self {
+            first_row: rows.start,
+            start,
+            ends,
+        })
+    }
+    fn end_of(&self, row: usize) -> usize {
+        self.ends[row - self.first_row] as usize
+    }
+    fn start_of(&self, row: usize) -> usize {
+        if row == self.first_row {
+            self.start
+        } else {
+            self.end_of(row - 1)
+        }
+    }
+    fn bytes(&self, rows: &Range<usize>) -> usize {
+        self.end_of(rows.end - 1) - self.start_of(rows.start)
+    }
+}
+
+/// FSST's worst case is two code bytes per byte (an escape and the literal): this bounds what
+/// a hostile length could make the reader allocate.
+fn check_codes_len(codes_len: usize, plain_bytes: usize, what: &str) -> Result<()> {
+    if codes_len > 2 * plain_bytes {
+        return corrupt(format!(
+            "FSST {what}: {codes_len} code bytes for {plain_bytes} decompressed bytes"
+        ));
+    }
+    Ok(())
+}
+
+/// Decompresses the dictionary block and then each vector that `rows` touches.
 fn decode_lz4(
     p: &Parsed<'_>,
-    blocks: &[(usize, &[u8])],
+    c: &Lz4Codes<'_>,
     len: usize,
     rows: Range<usize>,
     out: &mut BytesVec,
@@ -230,56 +309,61 @@ fn decode_lz4(
     if rows.is_empty() {
         return Ok(());
     }
-    let first_frame = rows.start / FRAME_VALUES;
-    let end_frame = (rows.end - 1) / FRAME_VALUES + 1;
-    let span = first_frame * FRAME_VALUES..(end_frame * FRAME_VALUES).min(len);
-    let (span_start, span_ends) = ends_for_rows(p.ends_node, len, &span, i32::MAX as usize)?;
-    let end_of = |row: usize| span_ends[row - span.start] as usize;
-    let start_of = |row: usize| {
-        if row == span.start {
-            span_start
-        } else {
-            end_of(row - 1)
-        }
-    };
-    let decompressor = p.decompressor();
-    let wanted_bytes = end_of(rows.end - 1) - start_of(rows.start);
+    let vectors = vectors_of(&rows);
+    let vector_rows = |v: usize| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(len);
+    let span = vectors.start * VECTOR_LEN..vector_rows(vectors.end - 1).end;
+    let plain = PlainEnds::of(p.ends_node, len, span)?;
+    let dictionary = decompress_dictionary(p, c, len)?;
+    let wanted_bytes = plain.bytes(&rows);
     if out.data.len() + wanted_bytes > i32::MAX as usize {
         return corrupt("decoded strings exceed 2 GiB in one batch");
     }
-    // One reservation for the whole call: the wanted bytes plus room for the worst case of one
-    // frame (8 bytes a code), which decompress_codes needs to be safe on hostile codes.
-    let most_codes = blocks[first_frame..end_frame]
+    let most_codes = c.codes_lens[vectors.clone()]
         .iter()
-        .map(|(codes_len, _)| *codes_len)
+        .copied()
         .max()
         .unwrap_or(0);
+    // One reservation for the call: the wanted bytes plus room for one vector's worst case
+    // (8 bytes a code), which decompress_codes needs to be safe on hostile codes.
     out.data
-        .reserve(wanted_bytes + 8 * most_codes.min(2 * (i32::MAX as usize)) + 8);
+        .reserve(wanted_bytes + 8 * most_codes.min(i32::MAX as usize) + 8);
     out.offsets.reserve(rows.len());
-    let mut codes = Vec::new();
-    for f in first_frame..end_frame {
-        let frame = f * FRAME_VALUES..((f + 1) * FRAME_VALUES).min(len);
-        let (codes_len, block) = blocks[f];
-        let frame_bytes = end_of(frame.end - 1) - start_of(frame.start);
-        // FSST's worst case is two code bytes per byte (an escape and the literal): this
-        // bounds what a hostile size could make the reader allocate.
-        if codes_len > 2 * frame_bytes {
-            return corrupt(format!(
-                "FSST frame {f}: {codes_len} code bytes for {frame_bytes} decompressed bytes"
-            ));
-        }
-        codes.resize(codes_len, 0);
-        match lz4::block::decompress_to_buffer(block, Some(codes_len as i32), &mut codes) {
-            Ok(n) if n == codes_len => {}
-            _ => return corrupt(format!("FSST frame {f}: damaged LZ4 block")),
-        }
-        let wanted = rows.start.max(frame.start)..rows.end.min(frame.end);
+    let decompressor = p.decompressor();
+    let mut scratch = Vec::new();
+    let mut dictionary_at: usize = c.codes_lens[..c.dictionary_vectors.min(vectors.start)]
+        .iter()
+        .sum();
+    for v in vectors {
+        let vrows = vector_rows(v);
+        let vector_bytes = plain.bytes(&vrows);
+        let codes_len = c.codes_lens[v];
+        check_codes_len(codes_len, vector_bytes, &format!("vector {v}"))?;
+        let codes = if v < c.dictionary_vectors {
+            let codes = dictionary
+                .get(dictionary_at..dictionary_at + codes_len)
+                .ok_or_else(|| {
+                    crate::error::FormatError::Corrupt(format!(
+                        "FSST vector {v} runs past its dictionary"
+                    ))
+                })?;
+            dictionary_at += codes_len;
+            codes
+        } else {
+            scratch.clear();
+            decompress_with_dictionary(
+                c.blocks[v - c.dictionary_vectors],
+                &dictionary,
+                codes_len,
+                &mut scratch,
+            )?;
+            &scratch[..]
+        };
         let base = out.data.len();
-        decompress_codes(&decompressor, &codes, frame_bytes, &mut out.data)?;
-        // Keep only the wanted rows' bytes (a whole frame, except at the ends of `rows`).
-        let keep = start_of(wanted.start) - start_of(frame.start)
-            ..end_of(wanted.end - 1) - start_of(frame.start);
+        decompress_codes(&decompressor, codes, vector_bytes, &mut out.data)?;
+        // Keep only the wanted rows' bytes (the whole vector, except at the ends of `rows`).
+        let wanted = rows.start.max(vrows.start)..rows.end.min(vrows.end);
+        let keep = plain.start_of(wanted.start) - plain.start_of(vrows.start)
+            ..plain.end_of(wanted.end - 1) - plain.start_of(vrows.start);
         if keep.start > 0 {
             out.data
                 .copy_within(base + keep.start..base + keep.end, base);
@@ -287,11 +371,25 @@ fn decode_lz4(
         out.data.truncate(base + keep.len());
         // Checked now, while the bytes are in cache, instead of when the array is built.
         out.note_ascii_from(base);
-        let shift = base as i64 - start_of(wanted.start) as i64;
+        let shift = base as i64 - plain.start_of(wanted.start) as i64;
         out.offsets
-            .extend(wanted.map(|row| (end_of(row) as i64 + shift) as i32));
+            .extend(wanted.map(|row| (plain.end_of(row) as i64 + shift) as i32));
     }
     Ok(())
+}
+
+/// The codes of the dictionary vectors (the first ones of the stream).
+fn decompress_dictionary(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result<Vec<u8>> {
+    let rows = 0..(c.dictionary_vectors * VECTOR_LEN).min(len);
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plain_bytes = PlainEnds::of(p.ends_node, len, rows.end - 1..rows.end)?.end_of(rows.end - 1);
+    let codes_len: usize = c.codes_lens[..c.dictionary_vectors].iter().sum();
+    check_codes_len(codes_len, plain_bytes, "dictionary")?;
+    let mut dictionary = Vec::new();
+    decompress_with_dictionary(c.dictionary_block, &[], codes_len, &mut dictionary)?;
+    Ok(dictionary)
 }
 
 /// Trains a table on a sample of `values` and compresses them: the `fsst` body.
@@ -325,46 +423,64 @@ fn encode_raw(values: BytesRef<'_>, cascade: Cascade) -> Option<Vec<u8>> {
 }
 
 /// Re-lays an `fsst` body's codes as LZ4 blocks: the `fsst_lz4` body. With `max_ratio`, gives
-/// up (`None`) as soon as the first frame, or the whole, shrinks less than that.
-fn frame_codes(body: &[u8], len: usize, max_ratio: Option<f64>) -> Option<Vec<u8>> {
+/// up (`None`) as soon as the dictionary and the first vector after it, or the whole, shrink
+/// less than that.
+fn pack_codes(body: &[u8], len: usize, max_ratio: Option<f64>) -> Option<Vec<u8>> {
     let parsed = Parsed::parse(body, false, len).ok()?;
     let Codes::Raw(data) = parsed.codes else {
         return None;
     };
     let mut ends = Vec::with_capacity(len);
     decode_stream::<Ints>(parsed.compressed_ends_node, len, 0..len, &mut ends).ok()?;
-    let frame_end = |f: usize| ends[((f + 1) * FRAME_VALUES).min(len) - 1] as usize;
-    let frames: Vec<&[u8]> = (0..len.div_ceil(FRAME_VALUES))
-        .map(|f| &data[if f == 0 { 0 } else { frame_end(f - 1) }..frame_end(f)])
+    let vector_end = |v: usize| ends[((v + 1) * VECTOR_LEN).min(len) - 1] as usize;
+    let vectors: Vec<&[u8]> = (0..vector_count(len))
+        .map(|v| &data[if v == 0 { 0 } else { vector_end(v - 1) }..vector_end(v)])
         .collect();
-    let lz4 = |codes: &[u8]| {
-        lz4::block::compress(
-            codes,
-            Some(lz4::block::CompressionMode::HIGHCOMPRESSION(LZ4_HC_LEVEL)),
-            false,
-        )
-        .ok()
-    };
+    let mut dictionary_vectors = 1;
+    while dictionary_vectors < vectors.len().min(DICTIONARY_MAX_VECTORS)
+        && vector_end(dictionary_vectors) <= DICTIONARY_MAX_BYTES
+    {
+        dictionary_vectors += 1;
+    }
+    let dictionary = &data[..vector_end(dictionary_vectors - 1)];
+    let dictionary_block = lz4::block::compress(
+        dictionary,
+        Some(lz4::block::CompressionMode::HIGHCOMPRESSION(LZ4_HC_LEVEL)),
+        false,
+    )
+    .ok()?;
+    let hc = HcWithDictionary::new(dictionary, LZ4_HC_LEVEL)?;
     let too_big = |packed: usize, codes: usize| {
         max_ratio.is_some_and(|ratio| packed as f64 > ratio * codes as f64)
     };
-    let mut blocks = vec![lz4(frames[0])?];
-    if too_big(blocks[0].len(), frames[0].len()) {
-        return None;
+    let mut blocks = Vec::with_capacity(vectors.len() - dictionary_vectors);
+    for (i, codes) in vectors[dictionary_vectors..].iter().enumerate() {
+        blocks.push(hc.compress(codes)?);
+        if i == 0
+            && too_big(
+                dictionary_block.len() + blocks[0].len(),
+                dictionary.len() + codes.len(),
+            )
+        {
+            return None;
+        }
     }
-    for frame in &frames[1..] {
-        blocks.push(lz4(frame)?);
-    }
-    let packed: usize = blocks.iter().map(|b| b.len() + 8).sum();
+    let tables = 4 * (vectors.len() + 1 + blocks.len()) + 1;
+    let packed = tables + dictionary_block.len() + blocks.iter().map(Vec::len).sum::<usize>();
     if too_big(packed, data.len()) {
         return None;
     }
     let mut w = ByteWriter::default();
     w.buf.extend_from_slice(&body[..parsed.table_and_ends_len]);
-    for (frame, block) in frames.iter().zip(&blocks) {
-        w.u32(u32::try_from(frame.len()).ok()?);
+    w.u8(dictionary_vectors as u8);
+    for codes in &vectors {
+        w.u32(u32::try_from(codes.len()).ok()?);
+    }
+    w.u32(u32::try_from(dictionary_block.len()).ok()?);
+    for block in &blocks {
         w.u32(u32::try_from(block.len()).ok()?);
     }
+    w.buf.extend_from_slice(&dictionary_block);
     for block in &blocks {
         w.buf.extend_from_slice(block);
     }
@@ -381,7 +497,7 @@ fn decode_any(
     let p = Parsed::parse(body, framed, len)?;
     match &p.codes {
         Codes::Raw(data) => decode_raw(&p, data, len, rows, out),
-        Codes::Lz4(blocks) => decode_lz4(&p, blocks, len, rows, out),
+        Codes::Lz4(c) => decode_lz4(&p, c, len, rows, out),
     }
 }
 
@@ -399,10 +515,10 @@ impl Encoding<Bytes> for Fsst {
             }) => data.len(),
             _ => 0,
         };
-        if code_bytes < FRAMED_MIN_CODE_BYTES {
+        if code_bytes < PACKED_MIN_CODE_BYTES {
             return (Self::ID, body);
         }
-        match frame_codes(&body, len, Some(FRAMED_MAX_RATIO)) {
+        match pack_codes(&body, len, Some(PACKED_MAX_RATIO)) {
             Some(framed) => (FsstLz4::ID, framed),
             None => (Self::ID, body),
         }
@@ -444,7 +560,7 @@ impl Encoding<Bytes> for Fsst {
 impl Encoding<Bytes> for FsstLz4 {
     const ID: EncodingId = EncodingId::FSST_LZ4;
     fn encode(values: BytesRef<'_>, cascade: Cascade) -> Option<Vec<u8>> {
-        frame_codes(&encode_raw(values, cascade)?, values.len(), None)
+        pack_codes(&encode_raw(values, cascade)?, values.len(), None)
     }
     fn decode(body: &[u8], len: usize, rows: Range<usize>, out: &mut BytesVec) -> Result<()> {
         decode_any(body, true, len, rows, out)
@@ -493,7 +609,7 @@ mod tests {
 
     #[test]
     fn framed_codes_round_trip_across_frame_boundaries_and_filter_on_codes() {
-        let len = 2 * FRAME_VALUES + 1500;
+        let len = 20 * VECTOR_LEN + 500;
         let values = comments(len);
         let raw = <Fsst as Encoding<Bytes>>::encode(values.as_ref(), Cascade::TOP).unwrap();
         let (id, body) = <Fsst as Encoding<Bytes>>::refine(raw.clone(), len);
@@ -504,13 +620,24 @@ mod tests {
             body.len(),
             raw.len()
         );
+        let parsed = Parsed::parse(&body, true, len).unwrap();
+        let Codes::Lz4(codes) = &parsed.codes else {
+            panic!("parsed as fsst_lz4")
+        };
+        // Rows come both from the dictionary block and from blocks decoded through it.
+        assert!(
+            (2..vector_count(len)).contains(&codes.dictionary_vectors),
+            "{} dictionary vectors",
+            codes.dictionary_vectors
+        );
         let expected: Vec<Vec<u8>> = values.as_ref().iter().map(<[u8]>::to_vec).collect();
         for rows in [
             0..len,
             0..1,
-            FRAME_VALUES - 1..FRAME_VALUES + 1,
-            FRAME_VALUES..FRAME_VALUES,
-            FRAME_VALUES + 7..2 * FRAME_VALUES + 3,
+            VECTOR_LEN - 1..VECTOR_LEN + 1,
+            VECTOR_LEN..VECTOR_LEN,
+            3 * VECTOR_LEN + 7..9 * VECTOR_LEN + 3,
+            10 * VECTOR_LEN + 5..10 * VECTOR_LEN + 6,
             len - 1..len,
         ] {
             assert_eq!(
@@ -519,7 +646,7 @@ mod tests {
                 "{rows:?}"
             );
         }
-        let needle = expected[FRAME_VALUES + 5].clone();
+        let needle = expected[12 * VECTOR_LEN + 5].clone();
         let m = BytesMatcher::for_cmp(CmpOp::Eq, needle.clone());
         let mut hits = Vec::new();
         <FsstLz4 as Encoding<Bytes>>::filter(&body, len, 10..len, &m, &mut hits).unwrap();
@@ -557,7 +684,7 @@ mod tests {
 
     #[test]
     fn damaged_frames_are_errors_not_panics() {
-        let len = FRAME_VALUES + 100;
+        let len = 12 * VECTOR_LEN + 100;
         let body =
             <FsstLz4 as Encoding<Bytes>>::encode(comments(len).as_ref(), Cascade::TOP).unwrap();
         for cut in [1, 100, body.len() / 2] {

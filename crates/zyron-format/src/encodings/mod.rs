@@ -17,6 +17,7 @@ pub mod constant;
 pub mod delta;
 pub mod dictionary;
 pub mod fsst;
+mod lz4_dict;
 pub mod plain;
 pub mod rle;
 pub mod zstd;
