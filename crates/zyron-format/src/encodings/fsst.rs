@@ -49,7 +49,7 @@ const LZ4_HC_LEVEL: i32 = 9;
 const DICTIONARY_MAX_BYTES: usize = 64 << 10;
 const DICTIONARY_MAX_VECTORS: usize = 8;
 
-/// Below this many code bytes a block keeps plain codes: too little to be worth a frame.
+/// Below this many code bytes a block keeps plain codes: too little to be worth packing.
 const PACKED_MIN_CODE_BYTES: usize = 16 << 10;
 
 /// Strings the symbol table is trained on.
@@ -168,12 +168,12 @@ impl<'a> Lz4Codes<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    fn parse(body: &'a [u8], framed: bool, len: usize) -> Result<Self> {
+    fn parse(body: &'a [u8], packed: bool, len: usize) -> Result<Self> {
         let mut r = ByteReader::new(body, "FSST stream");
         let table = Table::read(&mut r)?;
         let ends_node = read_child(&mut r)?;
         let table_and_ends_len = body.len() - r.remaining();
-        if !framed {
+        if !packed {
             let compressed_ends_node = read_child(&mut r)?;
             return Ok(Self {
                 table,
@@ -489,12 +489,12 @@ fn pack_codes(body: &[u8], len: usize, max_ratio: Option<f64>) -> Option<Vec<u8>
 
 fn decode_any(
     body: &[u8],
-    framed: bool,
+    packed: bool,
     len: usize,
     rows: Range<usize>,
     out: &mut BytesVec,
 ) -> Result<()> {
-    let p = Parsed::parse(body, framed, len)?;
+    let p = Parsed::parse(body, packed, len)?;
     match &p.codes {
         Codes::Raw(data) => decode_raw(&p, data, len, rows, out),
         Codes::Lz4(c) => decode_lz4(&p, c, len, rows, out),
@@ -519,7 +519,7 @@ impl Encoding<Bytes> for Fsst {
             return (Self::ID, body);
         }
         match pack_codes(&body, len, Some(PACKED_MAX_RATIO)) {
-            Some(framed) => (FsstLz4::ID, framed),
+            Some(packed) => (FsstLz4::ID, packed),
             None => (Self::ID, body),
         }
     }
@@ -555,7 +555,7 @@ impl Encoding<Bytes> for Fsst {
 }
 
 /// Not offered to the sampler: blocks reach it through [`Fsst`]'s `refine`, which measures
-/// LZ4 on the whole block. `encode` frames unconditionally (for tests and tools). Filters
+/// LZ4 on the whole block. `encode` packs unconditionally (for tests and tools). Filters
 /// decode first: without compressed ends, codes cannot be compared row by row.
 impl Encoding<Bytes> for FsstLz4 {
     const ID: EncodingId = EncodingId::FSST_LZ4;
@@ -601,14 +601,14 @@ mod tests {
         BytesVec::from_iter(rows.iter().map(|r| r.as_bytes())).unwrap()
     }
 
-    fn decode_framed(body: &[u8], len: usize, rows: Range<usize>) -> Result<Vec<Vec<u8>>> {
+    fn decode_packed(body: &[u8], len: usize, rows: Range<usize>) -> Result<Vec<Vec<u8>>> {
         let mut out = BytesVec::default();
         <FsstLz4 as Encoding<Bytes>>::decode(body, len, rows, &mut out)?;
         Ok(out.as_ref().iter().map(<[u8]>::to_vec).collect())
     }
 
     #[test]
-    fn framed_codes_round_trip_across_frame_boundaries_and_filter_on_codes() {
+    fn packed_codes_round_trip_across_vectors_and_the_dictionary() {
         let len = 20 * VECTOR_LEN + 500;
         let values = comments(len);
         let raw = <Fsst as Encoding<Bytes>>::encode(values.as_ref(), Cascade::TOP).unwrap();
@@ -641,7 +641,7 @@ mod tests {
             len - 1..len,
         ] {
             assert_eq!(
-                decode_framed(&body, len, rows.clone()).unwrap(),
+                decode_packed(&body, len, rows.clone()).unwrap(),
                 expected[rows.clone()],
                 "{rows:?}"
             );
@@ -683,18 +683,18 @@ mod tests {
     }
 
     #[test]
-    fn damaged_frames_are_errors_not_panics() {
+    fn damaged_blocks_are_errors_not_panics() {
         let len = 12 * VECTOR_LEN + 100;
         let body =
             <FsstLz4 as Encoding<Bytes>>::encode(comments(len).as_ref(), Cascade::TOP).unwrap();
         for cut in [1, 100, body.len() / 2] {
-            assert!(decode_framed(&body[..body.len() - cut], len, 0..len).is_err());
+            assert!(decode_packed(&body[..body.len() - cut], len, 0..len).is_err());
         }
         let mut flipped = body.clone();
         let at = body.len() - 50;
         flipped[at] ^= 0xFF;
-        // A flipped byte inside a frame either fails zstd's checks or changes the codes; it
+        // A flipped byte inside a block either fails LZ4's checks or changes the codes; it
         // must never panic or read outside the buffers.
-        let _ = decode_framed(&flipped, len, 0..len);
+        let _ = decode_packed(&flipped, len, 0..len);
     }
 }
