@@ -24,7 +24,7 @@ use std::ops::Range;
 
 use fsst::{Compressor, Decompressor, Symbol};
 
-use super::lz4_dict::{HcWithDictionary, decompress_with_dictionary};
+use super::lz4_dict::{HcWithDictionary, decompress_after};
 use super::plain::ends_for_rows;
 use super::{
     Bytes, BytesRef, BytesVec, Cascade, Encoding, EncodingId, Ints, VECTOR_LEN, decode_stream,
@@ -313,7 +313,9 @@ fn decode_lz4(
     let vector_rows = |v: usize| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(len);
     let span = vectors.start * VECTOR_LEN..vector_rows(vectors.end - 1).end;
     let plain = PlainEnds::of(p.ends_node, len, span)?;
-    let dictionary = decompress_dictionary(p, c, len)?;
+    // The dictionary's codes, then (overwritten vector by vector) the codes of one vector.
+    let mut codes_buf = decompress_dictionary(p, c, len)?;
+    let dictionary_len = codes_buf.len();
     let wanted_bytes = plain.bytes(&rows);
     if out.data.len() + wanted_bytes > i32::MAX as usize {
         return corrupt("decoded strings exceed 2 GiB in one batch");
@@ -329,7 +331,6 @@ fn decode_lz4(
         .reserve(wanted_bytes + 8 * most_codes.min(i32::MAX as usize) + 8);
     out.offsets.reserve(rows.len());
     let decompressor = p.decompressor();
-    let mut scratch = Vec::new();
     let mut dictionary_at: usize = c.codes_lens[..c.dictionary_vectors.min(vectors.start)]
         .iter()
         .sum();
@@ -339,24 +340,19 @@ fn decode_lz4(
         let codes_len = c.codes_lens[v];
         check_codes_len(codes_len, vector_bytes, &format!("vector {v}"))?;
         let codes = if v < c.dictionary_vectors {
-            let codes = dictionary
-                .get(dictionary_at..dictionary_at + codes_len)
+            let at = dictionary_at;
+            dictionary_at += codes_len;
+            codes_buf[..dictionary_len]
+                .get(at..at + codes_len)
                 .ok_or_else(|| {
                     crate::error::FormatError::Corrupt(format!(
                         "FSST vector {v} runs past its dictionary"
                     ))
-                })?;
-            dictionary_at += codes_len;
-            codes
+                })?
         } else {
-            scratch.clear();
-            decompress_with_dictionary(
-                c.blocks[v - c.dictionary_vectors],
-                &dictionary,
-                codes_len,
-                &mut scratch,
-            )?;
-            &scratch[..]
+            let block = c.blocks[v - c.dictionary_vectors];
+            decompress_after(block, &mut codes_buf, dictionary_len, codes_len)?;
+            &codes_buf[dictionary_len..]
         };
         let base = out.data.len();
         decompress_codes(&decompressor, codes, vector_bytes, &mut out.data)?;
@@ -388,7 +384,7 @@ fn decompress_dictionary(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result
     let codes_len: usize = c.codes_lens[..c.dictionary_vectors].iter().sum();
     check_codes_len(codes_len, plain_bytes, "dictionary")?;
     let mut dictionary = Vec::new();
-    decompress_with_dictionary(c.dictionary_block, &[], codes_len, &mut dictionary)?;
+    decompress_after(c.dictionary_block, &mut dictionary, 0, codes_len)?;
     Ok(dictionary)
 }
 

@@ -105,32 +105,33 @@ impl Drop for HcWithDictionary<'_> {
     }
 }
 
-/// Appends the decompression of `block` to `out`; it must give exactly `len` bytes. liblz4's
-/// safe decoder never reads or writes outside the buffers it is given, whatever the input.
-pub fn decompress_with_dictionary(
-    block: &[u8],
-    dictionary: &[u8],
-    len: usize,
-    out: &mut Vec<u8>,
-) -> Result<()> {
+/// Decompresses `block` onto `buf` right after its first `history` bytes, which serve as the
+/// dictionary: `buf` is cut to `history` bytes, then grows by exactly `len` (or the block is
+/// damaged). Keeping the dictionary in the same buffer, just before the output, lets liblz4
+/// use its fast prefix mode instead of its separate-dictionary mode. liblz4's safe decoder
+/// never reads or writes outside the buffers it is given, whatever the input.
+pub fn decompress_after(block: &[u8], buf: &mut Vec<u8>, history: usize, len: usize) -> Result<()> {
     let (Ok(src_size), Ok(dst_size), Ok(dict_size)) = (
         c_int::try_from(block.len()),
         c_int::try_from(len),
-        c_int::try_from(dictionary.len()),
+        c_int::try_from(history),
     ) else {
         return corrupt("LZ4 block over 2 GiB");
     };
-    out.reserve(len);
-    let base = out.len();
-    // SAFETY: `out` has at least `len` bytes of spare capacity; liblz4 writes at most
-    // `dst_size` of them and returns how many (or a negative error).
+    assert!(history <= buf.len(), "the history is part of the buffer");
+    buf.truncate(history);
+    buf.reserve(len);
+    let start = buf.as_mut_ptr();
+    // SAFETY: `buf` holds `history` initialised bytes followed by at least `len` bytes of
+    // spare capacity; liblz4 reads the first region and writes at most `dst_size` bytes of the
+    // second, returning how many (or a negative error).
     let written = unsafe {
         LZ4_decompress_safe_usingDict(
             block.as_ptr().cast(),
-            out.spare_capacity_mut().as_mut_ptr().cast(),
+            start.add(history).cast(),
             src_size,
             dst_size,
-            dictionary.as_ptr().cast(),
+            start.cast_const().cast(),
             dict_size,
         )
     };
@@ -139,8 +140,8 @@ pub fn decompress_with_dictionary(
             "damaged LZ4 block: {written} bytes where {len} were expected"
         ));
     }
-    // SAFETY: liblz4 initialised exactly `len` bytes after the old length.
-    unsafe { out.set_len(base + len) };
+    // SAFETY: liblz4 initialised exactly `len` bytes after the history.
+    unsafe { buf.set_len(history + len) };
     Ok(())
 }
 
@@ -161,24 +162,18 @@ mod tests {
             "the dictionary must help: {} bytes",
             block.len()
         );
-        let mut out = b"kept".to_vec();
-        decompress_with_dictionary(&block, &dictionary, text.len(), &mut out).unwrap();
-        assert_eq!(&out[4..], &text[..]);
-        let mut wrong = Vec::new();
-        let other = vec![b'x'; dictionary.len()];
-        let decoded = decompress_with_dictionary(&block, &other, text.len(), &mut wrong);
-        assert!(decoded.is_err() || wrong != text);
+        let mut buf = dictionary.clone();
+        buf.extend_from_slice(b"earlier output, cut away");
+        decompress_after(&block, &mut buf, dictionary.len(), text.len()).unwrap();
+        assert_eq!(&buf[..dictionary.len()], &dictionary[..]);
+        assert_eq!(&buf[dictionary.len()..], &text[..]);
+        let mut wrong = vec![b'x'; dictionary.len()];
+        let decoded = decompress_after(&block, &mut wrong, dictionary.len(), text.len());
+        assert!(decoded.is_err() || wrong[dictionary.len()..] != text[..]);
         for cut in [1, block.len() / 2] {
-            let mut out = Vec::new();
-            assert!(
-                decompress_with_dictionary(
-                    &block[..block.len() - cut],
-                    &dictionary,
-                    text.len(),
-                    &mut out
-                )
-                .is_err()
-            );
+            let mut buf = dictionary.clone();
+            let damaged = &block[..block.len() - cut];
+            assert!(decompress_after(damaged, &mut buf, dictionary.len(), text.len()).is_err());
         }
     }
 }
