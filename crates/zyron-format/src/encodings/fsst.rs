@@ -27,8 +27,8 @@ use fsst::{Compressor, Decompressor, Symbol};
 use super::lz4_dict::{HcWithDictionary, decompress_after};
 use super::plain::ends_for_rows;
 use super::{
-    Bytes, BytesRef, BytesVec, Cascade, Encoding, EncodingId, Ints, VECTOR_LEN, decode_stream,
-    encode_stream, read_child, vector_count, vectors_of, write_child,
+    Bytes, BytesRef, BytesVec, Cascade, Domain, Encoding, EncodingId, Ints, VECTOR_LEN,
+    decode_stream, encode_stream, read_child, vector_count, vectors_of, write_child,
 };
 use crate::error::{Result, corrupt};
 use crate::io::{ByteReader, ByteWriter};
@@ -289,8 +289,10 @@ impl PlainEnds {
 
 /// FSST's worst case is two code bytes per byte (an escape and the literal): this bounds what
 /// a hostile length could make the reader allocate.
-fn check_codes_len(codes_len: usize, plain_bytes: usize, what: &str) -> Result<()> {
+/// `vector` names the vector in the error (`None`: the dictionary).
+fn check_codes_len(codes_len: usize, plain_bytes: usize, vector: Option<usize>) -> Result<()> {
     if codes_len > 2 * plain_bytes {
+        let what = vector.map_or("dictionary".to_string(), |v| format!("vector {v}"));
         return corrupt(format!(
             "FSST {what}: {codes_len} code bytes for {plain_bytes} decompressed bytes"
         ));
@@ -338,7 +340,7 @@ fn decode_lz4(
         let vrows = vector_rows(v);
         let vector_bytes = plain.bytes(&vrows);
         let codes_len = c.codes_lens[v];
-        check_codes_len(codes_len, vector_bytes, &format!("vector {v}"))?;
+        check_codes_len(codes_len, vector_bytes, Some(v))?;
         let codes = if v < c.dictionary_vectors {
             let at = dictionary_at;
             dictionary_at += codes_len;
@@ -382,7 +384,7 @@ fn decompress_dictionary(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result
     }
     let plain_bytes = PlainEnds::of(p.ends_node, len, rows.end - 1..rows.end)?.end_of(rows.end - 1);
     let codes_len: usize = c.codes_lens[..c.dictionary_vectors].iter().sum();
-    check_codes_len(codes_len, plain_bytes, "dictionary")?;
+    check_codes_len(codes_len, plain_bytes, None)?;
     let mut dictionary = Vec::new();
     decompress_after(c.dictionary_block, &mut dictionary, 0, codes_len)?;
     Ok(dictionary)
@@ -419,13 +421,16 @@ fn encode_raw(values: BytesRef<'_>, cascade: Cascade) -> Option<Vec<u8>> {
 }
 
 /// Re-lays an `fsst` body's codes as LZ4 blocks: the `fsst_lz4` body. With `max_ratio`, gives
-/// up (`None`) as soon as the dictionary and the first vector after it, or the whole, shrink
-/// less than that.
+/// up (`None`) on codes under [`PACKED_MIN_CODE_BYTES`], and as soon as the dictionary and the
+/// first vector after it, or the whole, shrink less than that.
 fn pack_codes(body: &[u8], len: usize, max_ratio: Option<f64>) -> Option<Vec<u8>> {
     let parsed = Parsed::parse(body, false, len).ok()?;
     let Codes::Raw(data) = parsed.codes else {
         return None;
     };
+    if max_ratio.is_some() && data.len() < PACKED_MIN_CODE_BYTES {
+        return None;
+    }
     let mut ends = Vec::with_capacity(len);
     decode_stream::<Ints>(parsed.compressed_ends_node, len, 0..len, &mut ends).ok()?;
     let vector_end = |v: usize| ends[((v + 1) * VECTOR_LEN).min(len) - 1] as usize;
@@ -504,16 +509,6 @@ impl Encoding<Bytes> for Fsst {
     }
     /// Packs the codes with LZ4 where that pays (see the module docs).
     fn refine(body: Vec<u8>, len: usize) -> (EncodingId, Vec<u8>) {
-        let code_bytes = match Parsed::parse(&body, false, len) {
-            Ok(Parsed {
-                codes: Codes::Raw(data),
-                ..
-            }) => data.len(),
-            _ => 0,
-        };
-        if code_bytes < PACKED_MIN_CODE_BYTES {
-            return (Self::ID, body);
-        }
         match pack_codes(&body, len, Some(PACKED_MAX_RATIO)) {
             Some(packed) => (FsstLz4::ID, packed),
             None => (Self::ID, body),
@@ -533,10 +528,7 @@ impl Encoding<Bytes> for Fsst {
         let (Some(needles), Some(compressor), Codes::Raw(data)) =
             (m.equality_values(), p.table.compressor(), &p.codes)
         else {
-            let mut values = BytesVec::default();
-            Self::decode(body, len, rows, &mut values)?;
-            out.extend(values.as_ref().iter().map(|v| m.matches(v)));
-            return Ok(());
+            return Bytes::filter_by_decoding(Self::ID, body, len, rows, m, out);
         };
         let needles: Vec<Vec<u8>> = needles.iter().map(|n| compressor.compress(n)).collect();
         let (cstart, cends) = ends_for_rows(p.compressed_ends_node, len, &rows, data.len())?;
