@@ -121,6 +121,7 @@ impl SeaweedFs {
             bucket: bucket.to_owned(),
         };
         server.create_bucket()?;
+        server.wait_for_writes()?;
         Ok(server)
     }
 
@@ -135,22 +136,45 @@ impl SeaweedFs {
 
     /// PUT /bucket until the gateway answers 200 (it starts after the filer).
     fn create_bucket(&mut self) -> Result<(), String> {
+        let path = format!("/{}", self.bucket);
+        self.retry_until_ok("create the bucket", "PUT", &path, b"")
+    }
+
+    /// PUT one small object until it is stored, then DELETE it. A bucket is
+    /// filer metadata only; storing data needs the volume server to have
+    /// registered with the master, which can lag on a loaded machine, and
+    /// until then a write hangs (CI once saw a test's first PUT time out
+    /// after 30 s on a server that had just created its bucket).
+    fn wait_for_writes(&mut self) -> Result<(), String> {
+        let path = format!("/{}/_zyron_ready", self.bucket);
+        self.retry_until_ok("store an object", "PUT", &path, b"ready")?;
+        self.retry_until_ok("delete an object", "DELETE", &path, b"")
+    }
+
+    /// Sends `method path` until it answers 2xx, for at most
+    /// [`START_TIMEOUT`], failing early if `weed` exits.
+    fn retry_until_ok(
+        &mut self,
+        what: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<(), String> {
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < START_TIMEOUT {
             if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
                 return Err(format!("weed exited ({status}): {}", self.log()));
             }
-            match http_status(self.s3_port, "PUT", &format!("/{}", self.bucket)) {
-                Ok(200) => return Ok(()),
+            match http_status(self.s3_port, method, path, body) {
+                Ok(code) if (200..300).contains(&code) => return Ok(()),
                 Ok(code) => last = format!("HTTP {code}"),
                 Err(e) => last = e,
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         Err(format!(
-            "SeaweedFS's S3 gateway did not create bucket {} within {START_TIMEOUT:?} ({last})",
-            self.bucket
+            "SeaweedFS's S3 gateway did not {what} ({method} {path}) within {START_TIMEOUT:?} ({last})"
         ))
     }
 }
@@ -163,17 +187,18 @@ impl Drop for SeaweedFs {
     }
 }
 
-/// The status code of one bodiless, unsigned HTTP/1.1 request to loopback.
-fn http_status(port: u16, method: &str, path: &str) -> Result<u16, String> {
+/// The status code of one unsigned HTTP/1.1 request to loopback.
+fn http_status(port: u16, method: &str, path: &str, body: &[u8]) -> Result<u16, String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
     );
     stream
-        .write_all(request.as_bytes())
+        .write_all(&[request.as_bytes(), body].concat())
         .map_err(|e| e.to_string())?;
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).map_err(|e| e.to_string())?;
