@@ -73,6 +73,32 @@ impl ColumnPredicate {
             PredicateOp::In(list) => list.iter().any(|v| stat_might_match(stat, CmpOp::Eq, v)),
         }
     }
+
+    /// Whether a zone's statistic proves that *every* value in it matches (none null), so
+    /// the reader can select its rows without decoding the column. Conservative: only
+    /// integer-domain statistics (ints, dates, timestamps, decimals) prove a comparison.
+    pub fn must_match(&self, stat: &Stat, null_count: u64, value_count: u64) -> bool {
+        if value_count == 0 {
+            return false;
+        }
+        match (&self.op, stat) {
+            (PredicateOp::IsNull, _) => null_count == value_count,
+            (PredicateOp::IsNotNull, _) => null_count == 0,
+            _ if null_count > 0 => false,
+            (PredicateOp::Cmp(op, Scalar::Int(v)), Stat::Int { min, max }) => match op {
+                CmpOp::Lt => max < v,
+                CmpOp::LtEq => max <= v,
+                CmpOp::Gt => min > v,
+                CmpOp::GtEq => min >= v,
+                CmpOp::Eq => min == v && max == v,
+                CmpOp::NotEq => v < min || v > max,
+            },
+            (PredicateOp::In(list), Stat::Int { min, max }) => {
+                min == max && list.contains(&Scalar::Int(*min))
+            }
+            _ => false,
+        }
+    }
 }
 
 fn stat_might_match(stat: &Stat, op: CmpOp, v: &Scalar) -> bool {

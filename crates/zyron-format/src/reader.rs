@@ -116,6 +116,8 @@ pub struct ScanMetrics {
     pub blocks_skipped: u64,
     pub vectors: u64,
     pub vectors_skipped: u64,
+    /// Vectors whose zone maps proved every row matches, so no predicate column was decoded.
+    pub vectors_matched_by_zone_maps: u64,
     pub bloom_skips: u64,
     pub blocks_filtered_encoded: u64,
     pub rows_returned: u64,
@@ -946,21 +948,32 @@ impl Scan {
         let (mut candidates, mut hits) = (0usize, 0usize);
         for range in ranges {
             let mut mask: Option<Vec<bool>> = None;
+            let mut proven = vec![true; encodings::vectors_of(range).len()];
             for (p, prepared) in self.predicates.iter().zip(&self.prepared) {
                 let node = self.file.footer.roots[p.column];
-                let m = self.file.evaluate(
-                    node,
-                    block,
-                    range.clone(),
-                    prepared,
-                    self.options.verify_checksums,
-                )?;
+                let zones = &self.file.column_meta(node)?.blocks[block].zones;
+                let inner = undecided(zones, range, p, &mut proven);
+                // Rows outside `inner` match by their zone maps; only `inner` is decoded.
+                let mut m = vec![true; range.len()];
+                if !inner.is_empty() {
+                    let decided = self.file.evaluate(
+                        node,
+                        block,
+                        inner.clone(),
+                        prepared,
+                        self.options.verify_checksums,
+                    )?;
+                    m[inner.start - range.start..inner.end - range.start]
+                        .copy_from_slice(&decided);
+                }
                 match &mut mask {
                     None => mask = Some(m),
                     Some(mask) => mask.iter_mut().zip(m).for_each(|(a, b)| *a &= b),
                 }
             }
             let mask = mask.expect("filtered blocks have at least one predicate");
+            self.metrics.vectors_matched_by_zone_maps +=
+                proven.iter().filter(|p| **p).count() as u64;
             candidates += range.len();
             // Narrow to the vectors that kept a row, so other columns decode only those.
             for v in (range.start..range.end).step_by(VECTOR_LEN) {
@@ -1019,6 +1032,31 @@ fn bloom_allows(file: &ZyrFile, node: usize, block: usize, p: &ColumnPredicate) 
 
 /// The rows (block positions) that `masks` keeps, if they are one contiguous run. `masks`
 /// holds one flag per row of `ranges`, in order; `hits` is how many are set.
+/// The part of `range` (a run of whole vectors of a block) whose vectors' zone maps do not
+/// prove that every row matches `p`; empty when they all do. Clears `proven[i]` for each
+/// vector `i` of the range that `p` needs decoded.
+fn undecided(
+    zones: &[ZoneMap],
+    range: &Range<usize>,
+    p: &ColumnPredicate,
+    proven: &mut [bool],
+) -> Range<usize> {
+    let vectors = encodings::vectors_of(range);
+    let undecided = |v: &usize| {
+        !zones
+            .get(*v)
+            .is_some_and(|z| p.must_match(&z.stat, z.nulls, z.values))
+    };
+    let Some(first) = vectors.clone().find(undecided) else {
+        return range.start..range.start;
+    };
+    let last = vectors.clone().rev().find(undecided).expect("first exists");
+    for v in first..=last {
+        proven[v - vectors.start] &= !undecided(&v);
+    }
+    range.start.max(first * VECTOR_LEN)..range.end.min((last + 1) * VECTOR_LEN)
+}
+
 fn single_run(ranges: &[Range<usize>], masks: &[bool], hits: usize) -> Option<Range<usize>> {
     let rows = ranges.iter().flat_map(|r| r.clone());
     let mut kept = rows

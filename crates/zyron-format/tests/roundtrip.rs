@@ -304,6 +304,52 @@ fn filters_on_encoded_data_equal_arrow_kernels() {
     }
 }
 
+/// Vectors whose zone maps prove every row matches are selected without decoding the
+/// predicate column; vectors holding a null, or straddling the bound, are still decoded.
+#[test]
+fn zone_maps_that_prove_a_match_skip_evaluation_and_keep_nulls_out() {
+    let rows = 10 * 1024;
+    // Sorted ids with a null in vector 3 only.
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+    let ids = Int64Array::from_iter((0..rows as i64).map(|i| (i != 3 * 1024 + 5).then_some(i)));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)]).unwrap();
+    let file = open(&write(schema, &[batch.clone()], WriterOptions::default()));
+    let int = |op, v: i64| pred(0, PredicateOp::Cmp(op, Scalar::Int(v as i128)));
+    // (predicate, vectors proven by zone maps)
+    let cases = [
+        (int(CmpOp::Lt, 5 * 1024 + 10), 4),   // vectors 0-2 and 4; 3 has a null, 5 straddles
+        (int(CmpOp::LtEq, 2 * 1024 - 1), 2),  // ends exactly on a vector boundary
+        (int(CmpOp::Gt, 1023), 8),            // vectors 1-9 but 3; zone maps prune vector 0
+        (int(CmpOp::GtEq, 9 * 1024), 1),
+        (int(CmpOp::NotEq, 7), 8),            // all but vector 0 (holds 7) and 3 (null)
+        (pred(0, PredicateOp::IsNotNull), 9),
+        (pred(0, PredicateOp::In(vec![Scalar::Int(5), Scalar::Int(4000)])), 0),
+    ];
+    for (p, proven) in cases {
+        let expected = match &p.op {
+            PredicateOp::IsNotNull => arrow::compute::is_not_null(batch.column(0)).unwrap(),
+            _ => expected_mask_for(&batch, &p),
+        };
+        let expected = arrow::compute::filter_record_batch(&batch, &expected).unwrap();
+        let mut scan = file
+            .scan(ScanOptions {
+                predicates: vec![p.clone()],
+                filter_mode: FilterMode::Pushdown,
+                ..Default::default()
+            })
+            .unwrap();
+        let got: Vec<RecordBatch> = scan.by_ref().collect::<Result<_>>().unwrap();
+        let got = arrow::compute::concat_batches(&batch.schema(), &got).unwrap();
+        assert_eq!(got, expected, "{p:?}");
+        assert_eq!(
+            scan.metrics().vectors_matched_by_zone_maps,
+            proven,
+            "{p:?}: {:?}",
+            scan.metrics()
+        );
+    }
+}
+
 fn pred(column: usize, op: PredicateOp) -> ColumnPredicate {
     ColumnPredicate { column, op }
 }
