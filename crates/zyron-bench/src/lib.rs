@@ -20,11 +20,6 @@
 //! run.finish().unwrap();
 //! ```
 
-/// The suites run on the allocator the `zyron` binary runs on (see its `main.rs`), so what
-/// they measure in-process is what the server does. Linking this crate sets it.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod deltalake;
 pub mod duckdb;
 pub mod machine;

@@ -13,12 +13,6 @@ use tracing_subscriber::EnvFilter;
 use zyron_common::{Config, ZyronError};
 use zyron_server::{Demo, ProgressFn};
 
-/// mimalloc, as datafusion-cli uses: scans allocate and free megabyte-sized Arrow buffers
-/// per batch, which glibc's malloc returns to the kernel and faults in again page by page
-/// (measured: half of a selective `.zyr` scan's time went to page faults under glibc).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Zyron: a lakehouse database that speaks PostgreSQL.
 #[derive(Parser, Debug)]
 #[command(name = "zyron", version, about, long_about = None)]
