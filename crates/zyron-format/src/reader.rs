@@ -963,8 +963,7 @@ impl Scan {
                         prepared,
                         self.options.verify_checksums,
                     )?;
-                    m[inner.start - range.start..inner.end - range.start]
-                        .copy_from_slice(&decided);
+                    m[inner.start - range.start..inner.end - range.start].copy_from_slice(&decided);
                 }
                 match &mut mask {
                     None => mask = Some(m),

@@ -317,13 +317,16 @@ fn zone_maps_that_prove_a_match_skip_evaluation_and_keep_nulls_out() {
     let int = |op, v: i64| pred(0, PredicateOp::Cmp(op, Scalar::Int(v as i128)));
     // (predicate, vectors proven by zone maps)
     let cases = [
-        (int(CmpOp::Lt, 5 * 1024 + 10), 4),   // vectors 0-2 and 4; 3 has a null, 5 straddles
-        (int(CmpOp::LtEq, 2 * 1024 - 1), 2),  // ends exactly on a vector boundary
-        (int(CmpOp::Gt, 1023), 8),            // vectors 1-9 but 3; zone maps prune vector 0
+        (int(CmpOp::Lt, 5 * 1024 + 10), 4), // vectors 0-2 and 4; 3 has a null, 5 straddles
+        (int(CmpOp::LtEq, 2 * 1024 - 1), 2), // ends exactly on a vector boundary
+        (int(CmpOp::Gt, 1023), 8),          // vectors 1-9 but 3; zone maps prune vector 0
         (int(CmpOp::GtEq, 9 * 1024), 1),
-        (int(CmpOp::NotEq, 7), 8),            // all but vector 0 (holds 7) and 3 (null)
+        (int(CmpOp::NotEq, 7), 8), // all but vector 0 (holds 7) and 3 (null)
         (pred(0, PredicateOp::IsNotNull), 9),
-        (pred(0, PredicateOp::In(vec![Scalar::Int(5), Scalar::Int(4000)])), 0),
+        (
+            pred(0, PredicateOp::In(vec![Scalar::Int(5), Scalar::Int(4000)])),
+            0,
+        ),
     ];
     for (p, proven) in cases {
         let expected = match &p.op {
