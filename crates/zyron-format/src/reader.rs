@@ -1041,19 +1041,22 @@ fn undecided(
     proven: &mut [bool],
 ) -> Range<usize> {
     let vectors = encodings::vectors_of(range);
-    let undecided = |v: &usize| {
-        !zones
-            .get(*v)
-            .is_some_and(|z| p.must_match(&z.stat, z.nulls, z.values))
-    };
-    let Some(first) = vectors.clone().find(undecided) else {
-        return range.start..range.start;
-    };
-    let last = vectors.clone().rev().find(undecided).expect("first exists");
-    for v in first..=last {
-        proven[v - vectors.start] &= !undecided(&v);
+    let mut span: Option<(usize, usize)> = None;
+    for v in vectors.clone() {
+        let proof = zones
+            .get(v)
+            .is_some_and(|z| p.must_match(&z.stat, z.nulls, z.values));
+        if !proof {
+            proven[v - vectors.start] = false;
+            span = Some(span.map_or((v, v), |(first, _)| (first, v)));
+        }
     }
-    range.start.max(first * VECTOR_LEN)..range.end.min((last + 1) * VECTOR_LEN)
+    match span {
+        None => range.start..range.start,
+        Some((first, last)) => {
+            range.start.max(first * VECTOR_LEN)..range.end.min((last + 1) * VECTOR_LEN)
+        }
+    }
 }
 
 fn single_run(ranges: &[Range<usize>], masks: &[bool], hits: usize) -> Option<Range<usize>> {
