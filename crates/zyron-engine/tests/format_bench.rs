@@ -293,18 +293,25 @@ fn write_parquet(t: &Table, codec: Codec) -> Bytes {
 }
 
 /// Decodes every row of every column; returns the batches.
+/// Rows per batch both readers return in the decode suites: DataFusion's default batch size,
+/// what either reader produces inside a query.
+const SCAN_BATCH_ROWS: usize = 8192;
+
 fn scan_zyr(bytes: &Bytes) -> Vec<RecordBatch> {
     let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
-    file.scan(ScanOptions::default())
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect()
+    file.scan(ScanOptions {
+        batch_rows: SCAN_BATCH_ROWS,
+        ..Default::default()
+    })
+    .unwrap()
+    .map(|b| b.unwrap())
+    .collect()
 }
 
 fn scan_parquet(bytes: &Bytes) -> Vec<RecordBatch> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
         .unwrap()
-        .with_batch_size(65_536)
+        .with_batch_size(SCAN_BATCH_ROWS)
         .build()
         .unwrap();
     reader.map(|b| b.unwrap()).collect()
@@ -553,6 +560,7 @@ fn encoding() {
                 let (d, rows) = time(|| {
                     file.scan(ScanOptions {
                         projection: Some(vec![c]),
+                        batch_rows: SCAN_BATCH_ROWS,
                         ..Default::default()
                     })
                     .unwrap()
@@ -570,7 +578,7 @@ fn encoding() {
                     );
                     builder
                         .with_projection(mask)
-                        .with_batch_size(65_536)
+                        .with_batch_size(SCAN_BATCH_ROWS)
                         .build()
                         .unwrap()
                         .map(|b| b.unwrap().num_rows())

@@ -3,7 +3,7 @@
 //! A developer's tool for working on encodings:
 //!
 //! ```text
-//! cargo run --release --example zyr_inspect -- lineitem.zyr [rounds]
+//! cargo run --release --example zyr_inspect -- lineitem.zyr [rounds] [batch_rows]
 //! ```
 
 use std::collections::BTreeMap;
@@ -27,12 +27,14 @@ fn scan_seconds(
     file: &Arc<ZyrFile>,
     projection: Option<Vec<usize>>,
     rounds: usize,
+    batch_rows: usize,
 ) -> (f64, usize) {
     let mut best = f64::MAX;
     let mut bytes = 0;
     for _ in 0..rounds {
         let options = ScanOptions {
             projection: projection.clone(),
+            batch_rows,
             ..ScanOptions::default()
         };
         let start = Instant::now();
@@ -48,8 +50,12 @@ fn scan_seconds(
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let path = args.next().expect("usage: zyr_inspect FILE.zyr [rounds]");
-    let rounds: usize = args.next().map_or(3, |r| r.parse().expect("rounds"));
+    let usage = "usage: zyr_inspect FILE.zyr [rounds] [batch_rows]";
+    let path = args.next().expect(usage);
+    let rounds: usize = args.next().map_or(3, |r| r.parse().expect(usage));
+    let batch_rows: usize = args.next().map_or(ScanOptions::default().batch_rows, |r| {
+        r.parse().expect(usage)
+    });
     let bytes = Bytes::from(std::fs::read(&path).expect("read file"));
     let file = Arc::new(ZyrFile::open(bytes).expect("open"));
     let schema = file.schema();
@@ -68,7 +74,7 @@ fn main() {
         for name in file.column_encodings(i).expect("encodings") {
             *chosen.entry(name).or_default() += 1;
         }
-        let (seconds, arrow) = scan_seconds(&file, Some(vec![i]), rounds);
+        let (seconds, arrow) = scan_seconds(&file, Some(vec![i]), rounds, batch_rows);
         println!(
             "{:<20} {:>9.2} {:>9.1} {:>8.2}  {:?}",
             field.name(),
@@ -78,7 +84,7 @@ fn main() {
             chosen
         );
     }
-    let (seconds, arrow) = scan_seconds(&file, None, rounds);
+    let (seconds, arrow) = scan_seconds(&file, None, rounds, batch_rows);
     println!(
         "whole file: {:.1} MB stored, {:.1} MB Arrow, scan {:.1} ms = {:.2} GB/s",
         file.file_len() as f64 / 1e6,

@@ -2,6 +2,8 @@
 //! only projected columns and only the vectors a request touches, prunes with zone maps and
 //! bloom filters, and evaluates filters on encoded data before materialising other columns.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -72,11 +74,28 @@ impl Source for std::fs::File {
     }
 }
 
+/// How one read or scan fetches blocks: whether it verifies their checksums, and the bytes of
+/// the block each column node is at, so a scan that returns a block in several batches reads
+/// and verifies each of its column blocks once. Holds at most one block per column node.
+struct BlockReads {
+    verify_checksums: bool,
+    current: RefCell<HashMap<usize, (usize, Bytes)>>,
+}
+
+impl BlockReads {
+    fn new(verify_checksums: bool) -> Self {
+        Self {
+            verify_checksums,
+            current: RefCell::default(),
+        }
+    }
+}
+
 /// How a scan uses its predicates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FilterMode {
-    /// Evaluate on encoded data while it pays: once the rows passing a block's filters exceed
-    /// [`AUTO_PUSHDOWN_MAX_SELECTIVITY`], later blocks only prune by zone maps.
+    /// Evaluate on encoded data while it pays: once the rows passing a batch's filters exceed
+    /// [`AUTO_PUSHDOWN_MAX_SELECTIVITY`], later batches only prune by zone maps.
     #[default]
     Auto,
     /// Always evaluate predicates and return only matching rows.
@@ -96,7 +115,15 @@ pub struct ScanOptions {
     pub predicates: Vec<ColumnPredicate>,
     pub filter_mode: FilterMode,
     pub verify_checksums: bool,
+    /// Rows per returned batch at most, rounded up to whole vectors of [`VECTOR_LEN`]; a
+    /// filtered batch holds the rows of that many candidates that pass. Batches this size
+    /// (DataFusion's default) reuse the allocator's freed memory, where one batch per block
+    /// would fault fresh pages in for every block.
+    pub batch_rows: usize,
 }
+
+/// [`ScanOptions::batch_rows`] by default: DataFusion's default batch size.
+pub const DEFAULT_BATCH_ROWS: usize = 8192;
 
 impl Default for ScanOptions {
     fn default() -> Self {
@@ -105,6 +132,7 @@ impl Default for ScanOptions {
             predicates: vec![],
             filter_mode: FilterMode::Auto,
             verify_checksums: true,
+            batch_rows: DEFAULT_BATCH_ROWS,
         }
     }
 }
@@ -370,6 +398,21 @@ impl ZyrFile {
         Ok(bytes)
     }
 
+    /// The bytes of block `block` of node `node`, from `reads` if it holds them.
+    fn block_bytes_via(&self, reads: &BlockReads, node: usize, block: usize) -> Result<Bytes> {
+        if let Some((b, bytes)) = reads.current.borrow().get(&node)
+            && *b == block
+        {
+            return Ok(bytes.clone());
+        }
+        let bytes = self.block_bytes(node, block, reads.verify_checksums)?;
+        reads
+            .current
+            .borrow_mut()
+            .insert(node, (block, bytes.clone()));
+        Ok(bytes)
+    }
+
     /// Reads rows `rows` of top-level columns `projection`, decoding only the vectors they touch.
     pub fn read_rows(&self, projection: &[usize], rows: Range<u64>) -> Result<RecordBatch> {
         if rows.end > self.num_rows() || rows.start > rows.end {
@@ -378,9 +421,10 @@ impl ZyrFile {
                 self.num_rows()
             ));
         }
+        let reads = BlockReads::new(true);
         let columns = projection
             .iter()
-            .map(|c| self.read_node(self.root(*c)?, rows.clone(), true))
+            .map(|c| self.read_node(self.root(*c)?, rows.clone(), &reads))
             .collect::<Result<Vec<_>>>()?;
         self.batch(projection, columns, rows.end - rows.start)
     }
@@ -407,7 +451,7 @@ impl ZyrFile {
     }
 
     /// Decodes values `rows` of column node `node`.
-    fn read_node(&self, node: usize, rows: Range<u64>, verify_checksum: bool) -> Result<ArrayRef> {
+    fn read_node(&self, node: usize, rows: Range<u64>, reads: &BlockReads) -> Result<ArrayRef> {
         let meta = self.column_meta(node)?;
         if rows.end > meta.values {
             return corrupt(format!("values {rows:?} of a column with {}", meta.values));
@@ -425,12 +469,7 @@ impl ZyrFile {
             let from = rows.start.max(start) - start;
             let to = rows.end.min(end).max(start) - start;
             if to > from || (pieces.is_empty() && rows.is_empty()) {
-                pieces.push(self.decode_block(
-                    node,
-                    b,
-                    from as usize..to as usize,
-                    verify_checksum,
-                )?);
+                pieces.push(self.decode_block(node, b, from as usize..to as usize, reads)?);
             }
             if end >= rows.end {
                 break;
@@ -453,12 +492,12 @@ impl ZyrFile {
         node: usize,
         block: usize,
         range: Range<usize>,
-        verify_checksum: bool,
+        reads: &BlockReads,
     ) -> Result<ArrayRef> {
         let meta = self.column_meta(node)?;
         let b = &meta.blocks[block];
         let values = b.values as usize;
-        let bytes = self.block_bytes(node, block, verify_checksum)?;
+        let bytes = self.block_bytes_via(reads, node, block)?;
         let mut r = ByteReader::new(&bytes, "block");
         let validity = read_validity(&mut r, values)?;
         let nulls = validity.map(|v| NullBuffer::new(v.slice(range.start, range.len())));
@@ -505,7 +544,8 @@ impl ZyrFile {
                 }
             }
             Physical::List => {
-                self.decode_list(node, b.first_child, r.bytes()?, values, range, nulls)?
+                let ends = r.bytes()?;
+                self.decode_list(node, b.first_child, ends, values, range, nulls, reads)?
             }
             Physical::Struct => {
                 let start = meta.block_starts[block] + range.start as u64;
@@ -513,7 +553,7 @@ impl ZyrFile {
                 let children = n
                     .children
                     .iter()
-                    .map(|c| self.read_node(*c, rows.clone(), verify_checksum))
+                    .map(|c| self.read_node(*c, rows.clone(), reads))
                     .collect::<Result<Vec<_>>>()?;
                 let DataType::Struct(fields) = dt else {
                     return corrupt("struct node without struct type");
@@ -531,6 +571,7 @@ impl ZyrFile {
         values: usize,
         range: Range<usize>,
         nulls: Option<NullBuffer>,
+        reads: &BlockReads,
     ) -> Result<ArrayRef> {
         let n = &self.footer.nodes[node];
         let child = n.children[0];
@@ -558,7 +599,7 @@ impl ZyrFile {
         if start < 0 {
             return corrupt("negative list offset");
         }
-        let child_array = self.read_node(child, start as u64..previous as u64, true)?;
+        let child_array = self.read_node(child, start as u64..previous as u64, reads)?;
         let DataType::List(field) = n.field.data_type() else {
             return corrupt("list node without list type");
         };
@@ -598,9 +639,12 @@ impl ZyrFile {
             projection,
             predicates: options.predicates.clone(),
             prepared,
+            batch_vectors: options.batch_rows.div_ceil(VECTOR_LEN).max(1),
+            reads: BlockReads::new(options.verify_checksums),
             options,
             boundaries,
             next_block: 0,
+            open: None,
             pushdown: true,
             metrics: ScanMetrics::default(),
         })
@@ -710,11 +754,11 @@ impl ZyrFile {
         block: usize,
         range: Range<usize>,
         p: &Prepared,
-        verify_checksum: bool,
+        reads: &BlockReads,
     ) -> Result<Vec<bool>> {
         let meta = self.column_meta(node)?;
         let values = meta.blocks[block].values as usize;
-        let bytes = self.block_bytes(node, block, verify_checksum)?;
+        let bytes = self.block_bytes_via(reads, node, block)?;
         let mut r = ByteReader::new(&bytes, "block");
         let validity = read_validity(&mut r, values)?.map(|v| v.slice(range.start, range.len()));
         let mut out = Vec::with_capacity(range.len());
@@ -828,17 +872,32 @@ fn read_validity(r: &mut ByteReader<'_>, values: usize) -> Result<Option<Boolean
     })
 }
 
-/// A scan in progress: yields one batch per block that has rows to return.
+/// A scan in progress: yields batches of at most [`ScanOptions::batch_rows`] rows, block by
+/// block, skipping what zone maps and bloom filters rule out.
 pub struct Scan {
     file: Arc<ZyrFile>,
     projection: Vec<usize>,
     predicates: Vec<ColumnPredicate>,
     prepared: Vec<Prepared>,
     options: ScanOptions,
+    /// Vectors per batch: [`ScanOptions::batch_rows`] in whole vectors.
+    batch_vectors: usize,
+    reads: BlockReads,
     boundaries: Vec<u64>,
     next_block: usize,
+    /// The block being returned, batch by batch.
+    open: Option<OpenBlock>,
     pushdown: bool,
     metrics: ScanMetrics,
+}
+
+/// A block a scan is part-way through.
+struct OpenBlock {
+    block: usize,
+    rows: usize,
+    /// Per vector: whether zone maps and bloom filters leave it a candidate.
+    candidates: Vec<bool>,
+    next_vector: usize,
 }
 
 impl Scan {
@@ -874,7 +933,8 @@ impl Scan {
         Ok(keep)
     }
 
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+    /// Moves to the next block with candidate vectors; `None` past the last block.
+    fn open_next_block(&mut self) -> Result<Option<OpenBlock>> {
         while self.next_block + 1 < self.boundaries.len() {
             let block = self.next_block;
             self.next_block += 1;
@@ -882,18 +942,44 @@ impl Scan {
             let vectors = rows.div_ceil(VECTOR_LEN);
             self.metrics.blocks += 1;
             self.metrics.vectors += vectors as u64;
-            let keep = if self.predicates.is_empty() {
+            let candidates = if self.predicates.is_empty() {
                 vec![true; vectors]
             } else {
                 self.candidates(block, vectors)?
             };
-            let kept = keep.iter().filter(|k| **k).count();
+            let kept = candidates.iter().filter(|k| **k).count();
             self.metrics.vectors_skipped += (vectors - kept) as u64;
             if kept == 0 {
                 self.metrics.blocks_skipped += 1;
                 continue;
             }
-            let ranges = vector_ranges(&keep, rows);
+            return Ok(Some(OpenBlock {
+                block,
+                rows,
+                candidates,
+                next_vector: 0,
+            }));
+        }
+        Ok(None)
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            let open = match &mut self.open {
+                Some(open) if open.next_vector < open.candidates.len() => open,
+                _ => match self.open_next_block()? {
+                    Some(next) => self.open.insert(next),
+                    None => return Ok(None),
+                },
+            };
+            let end = (open.next_vector + self.batch_vectors).min(open.candidates.len());
+            let vectors = open.next_vector..end;
+            open.next_vector = end;
+            let block = open.block;
+            let ranges = vector_ranges(&open.candidates, vectors, open.rows);
+            if ranges.is_empty() {
+                continue;
+            }
             let use_pushdown = !self.predicates.is_empty()
                 && match self.options.filter_mode {
                     FilterMode::Pushdown => true,
@@ -901,19 +987,18 @@ impl Scan {
                     FilterMode::Auto => self.pushdown,
                 };
             let batch = if use_pushdown {
-                self.filtered_block(block, &ranges)?
+                self.filtered_batch(block, &ranges)?
             } else {
-                Some(self.plain_block(block, &ranges)?)
+                Some(self.plain_batch(block, &ranges)?)
             };
             if let Some(b) = batch {
                 self.metrics.rows_returned += b.num_rows() as u64;
                 return Ok(Some(b));
             }
         }
-        Ok(None)
     }
 
-    fn plain_block(&self, block: usize, ranges: &[Range<usize>]) -> Result<RecordBatch> {
+    fn plain_batch(&self, block: usize, ranges: &[Range<usize>]) -> Result<RecordBatch> {
         let base = self.boundaries[block];
         let rows: usize = ranges.iter().map(|r| r.len()).sum();
         let columns = self
@@ -927,7 +1012,7 @@ impl Scan {
                         self.file.read_node(
                             node,
                             base + r.start as u64..base + r.end as u64,
-                            self.options.verify_checksums,
+                            &self.reads,
                         )
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -937,7 +1022,7 @@ impl Scan {
         self.file.batch(&self.projection, columns, rows as u64)
     }
 
-    fn filtered_block(
+    fn filtered_batch(
         &mut self,
         block: usize,
         ranges: &[Range<usize>],
@@ -956,13 +1041,9 @@ impl Scan {
                 // Rows outside `inner` match by their zone maps; only `inner` is decoded.
                 let mut m = vec![true; range.len()];
                 if !inner.is_empty() {
-                    let decided = self.file.evaluate(
-                        node,
-                        block,
-                        inner.clone(),
-                        prepared,
-                        self.options.verify_checksums,
-                    )?;
+                    let decided =
+                        self.file
+                            .evaluate(node, block, inner.clone(), prepared, &self.reads)?;
                     m[inner.start - range.start..inner.end - range.start].copy_from_slice(&decided);
                 }
                 match &mut mask {
@@ -996,10 +1077,10 @@ impl Scan {
         }
         // Sorted or clustered data keeps one run of rows: decode just that run, no mask.
         if let Some(run) = single_run(&selected_ranges, &masks, hits) {
-            return Ok(Some(self.plain_block(block, &[run])?));
+            return Ok(Some(self.plain_batch(block, &[run])?));
         }
         let merged = merge_ranges(&selected_ranges);
-        let batch = self.plain_block(block, &merged)?;
+        let batch = self.plain_batch(block, &merged)?;
         // Packed 64 rows at a time (BooleanArray::from(Vec<bool>) pushes bit by bit).
         let mask = BooleanArray::new(BooleanBuffer::collect_bool(masks.len(), |i| masks[i]), None);
         Ok(Some(arrow::compute::filter_record_batch(&batch, &mask)?))
@@ -1070,12 +1151,11 @@ fn single_run(ranges: &[Range<usize>], masks: &[bool], hits: usize) -> Option<Ra
     (last + 1 - first == hits).then_some(first..last + 1)
 }
 
-fn vector_ranges(keep: &[bool], rows: usize) -> Vec<Range<usize>> {
-    let ranges: Vec<Range<usize>> = keep
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| **k)
-        .map(|(v, _)| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(rows))
+/// The row ranges of the vectors `vectors` of a block of `rows` rows that `keep` keeps.
+fn vector_ranges(keep: &[bool], vectors: Range<usize>, rows: usize) -> Vec<Range<usize>> {
+    let ranges: Vec<Range<usize>> = vectors
+        .filter(|v| keep[*v])
+        .map(|v| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(rows))
         .collect();
     merge_ranges(&ranges)
 }

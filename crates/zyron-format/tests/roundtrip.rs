@@ -304,6 +304,108 @@ fn filters_on_encoded_data_equal_arrow_kernels() {
     }
 }
 
+/// A scan cuts each block into batches of at most `batch_rows` rows (rounded up to whole
+/// 1024-row vectors), plain or filtered, and still reads each column block once.
+#[test]
+fn scans_return_batch_sized_pieces_and_read_each_block_once() {
+    let rows = 150_000;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("price", DataType::Decimal128(15, 2), true),
+        Field::new("mode", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(
+                Decimal128Array::from_iter(
+                    (0..rows).map(|i| (i % 11 != 0).then_some((i * 7919 % 1_000_003) as i128)),
+                )
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+            ),
+            Arc::new(StringArray::from_iter((0..rows).map(|i| {
+                (i % 7 != 0).then(|| ["AIR", "MAIL", "SHIP"][(i % 3) as usize])
+            }))),
+        ],
+    )
+    .unwrap();
+    let bytes = write(schema.clone(), &[batch.clone()], WriterOptions::default());
+    let ids = batch.column(0);
+    // (predicate, expected rows, whether full-size batches come back)
+    let cases = [
+        (None, batch.clone(), true),
+        (
+            // One contiguous run of rows, starting inside a vector.
+            Some(pred(0, PredicateOp::Cmp(CmpOp::Gt, Scalar::Int(70_000)))),
+            arrow::compute::filter_record_batch(
+                &batch,
+                &cmp::gt(ids, &Int64Array::new_scalar(70_000)).unwrap(),
+            )
+            .unwrap(),
+            true,
+        ),
+        (
+            Some(pred(
+                2,
+                PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"MAIL".to_vec())),
+            )),
+            arrow::compute::filter_record_batch(
+                &batch,
+                &cmp::eq(batch.column(2), &StringArray::new_scalar("MAIL")).unwrap(),
+            )
+            .unwrap(),
+            false,
+        ),
+    ];
+    for (predicate, expected, full_batches) in cases {
+        let mut reads_per_batch_rows = vec![];
+        for (batch_rows, most_rows) in [(8192, 8192), (3000, 3072), (1, 1024), (1 << 20, 65_536)] {
+            let file = open(&bytes);
+            let scan = file
+                .scan(ScanOptions {
+                    predicates: predicate.clone().into_iter().collect(),
+                    filter_mode: FilterMode::Pushdown,
+                    batch_rows,
+                    ..Default::default()
+                })
+                .unwrap();
+            let blocks = scan.block_count() as u64;
+            let reads_before = file.reads();
+            let got: Vec<RecordBatch> = scan.collect::<Result<_>>().unwrap();
+            let what = format!("{predicate:?}, batch_rows {batch_rows}");
+            assert!(got.iter().all(|b| b.num_rows() <= most_rows), "{what}");
+            // (A filter starting inside the only full block leaves no full block-sized batch.)
+            if full_batches && (predicate.is_none() || most_rows < 65_536) {
+                assert_eq!(
+                    got.iter().map(|b| b.num_rows()).max(),
+                    Some(most_rows),
+                    "{what}"
+                );
+            }
+            assert_eq!(
+                arrow::compute::concat_batches(&schema, &got).unwrap(),
+                expected,
+                "{what}"
+            );
+            assert!(blocks > 1, "{what}");
+            reads_per_batch_rows.push(file.reads() - reads_before);
+        }
+        // The last setting returns one batch per block, so it reads each block once; the
+        // others must not read more. (Blocks in the bytes read at open take no read.)
+        let once = *reads_per_batch_rows.last().unwrap();
+        assert!(
+            once > 0,
+            "{predicate:?}: no block read; the test data is too small"
+        );
+        assert!(
+            reads_per_batch_rows.iter().all(|r| *r == once),
+            "{predicate:?}: {reads_per_batch_rows:?}"
+        );
+    }
+}
+
 /// Vectors whose zone maps prove every row matches are selected without decoding the
 /// predicate column; vectors holding a null, or straddling the bound, are still decoded.
 #[test]

@@ -90,7 +90,7 @@ impl ExecutionPlan for ZyrScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
         let files = self.files.clone();
@@ -99,6 +99,7 @@ impl ExecutionPlan for ZyrScanExec {
             predicates: self.predicates.clone(),
             filter_mode: self.filter_mode,
             verify_checksums: true,
+            batch_rows: context.session_config().batch_size(),
         };
         let scans = ranges
             .into_iter()
