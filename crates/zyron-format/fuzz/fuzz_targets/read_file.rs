@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
             PredicateOp::In(vec![Scalar::Bytes(b"AIR".to_vec())]),
             PredicateOp::IsNull,
         ] {
-            let options = ScanOptions { predicates: vec![ColumnPredicate { column: c, op }], filter_mode: FilterMode::Pushdown, ..Default::default() };
+            // One vector per batch, so every block of more than 1024 rows is cut into batches.
+            let options = ScanOptions { predicates: vec![ColumnPredicate { column: c, op }], filter_mode: FilterMode::Pushdown, batch_rows: 1024, ..Default::default() };
             if let Ok(scan) = file.scan(options) {
                 for batch in scan {
                     match batch {
