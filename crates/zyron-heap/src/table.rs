@@ -589,8 +589,16 @@ impl HeapTable {
                 if !chain.iter().any(dead) {
                     continue;
                 }
+                if chain.iter().all(dead) {
+                    // The slot goes; freeing its key needs the last row, moved out, not cloned.
+                    let versions = std::mem::take(chain);
+                    stats.versions_removed += versions.len() as u64;
+                    freed_bytes += versions.iter().map(|v| cost(&v.row)).sum::<usize>();
+                    let last = versions.into_iter().last().expect("the chain had versions");
+                    emptied.push(((p * PAGE_SLOTS + i) as u64, last.row));
+                    continue;
+                }
                 let before = chain.len();
-                let last_row = chain.last().map(|v| v.row.clone());
                 chain.retain(|v| {
                     let is_dead = dead(v);
                     if is_dead {
@@ -599,12 +607,6 @@ impl HeapTable {
                     !is_dead
                 });
                 stats.versions_removed += (before - chain.len()) as u64;
-                if chain.is_empty() {
-                    emptied.push((
-                        (p * PAGE_SLOTS + i) as u64,
-                        last_row.expect("the chain had versions"),
-                    ));
-                }
             }
         }
         self.memory.release(freed_bytes);
