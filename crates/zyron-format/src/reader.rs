@@ -147,7 +147,8 @@ pub struct ScanMetrics {
     /// Vectors whose zone maps proved every row matches, so no predicate column was decoded.
     pub vectors_matched_by_zone_maps: u64,
     pub bloom_skips: u64,
-    pub blocks_filtered_encoded: u64,
+    /// Batches whose predicates ran on encoded data (several per block when a block is cut into batches).
+    pub batches_filtered_encoded: u64,
     pub rows_returned: u64,
 }
 
@@ -1027,7 +1028,7 @@ impl Scan {
         block: usize,
         ranges: &[Range<usize>],
     ) -> Result<Option<RecordBatch>> {
-        self.metrics.blocks_filtered_encoded += 1;
+        self.metrics.batches_filtered_encoded += 1;
         let mut selected_ranges = vec![];
         let mut masks = vec![];
         let (mut candidates, mut hits) = (0usize, 0usize);
