@@ -4,6 +4,7 @@
 pub mod btree;
 pub mod catalog;
 pub mod checkpoint;
+pub mod page;
 pub mod redo;
 pub mod row;
 pub mod store;

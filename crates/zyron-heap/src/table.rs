@@ -8,7 +8,7 @@
 //!
 //! Locking: the index lock is always taken before a page lock. Pages hold
 //! [`PAGE_SLOTS`] chains behind one reader-writer lock, so a scan takes one
-//! lock per 1,024 rows.
+//! lock per 1,024 rows. How a page stores its chains is in [`crate::page`].
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -20,25 +20,14 @@ use zyron_txn::{Isolation, OPEN, Snapshot, TXN_FLAG, TxnId, marked_by, txn_mark}
 
 use crate::btree::BPlusTree;
 use crate::catalog::TableDef;
+pub use crate::page::PAGE_SLOTS;
+use crate::page::{Page, Version};
 use crate::row::{KeyCodec, RowCodec};
 
-/// Chains per page.
-pub const PAGE_SLOTS: usize = 1024;
 /// Bytes a version costs beyond its row, counted against the memory budget.
 pub const VERSION_OVERHEAD_BYTES: usize = 48;
 
-#[derive(Debug, Clone)]
-pub struct Version {
-    pub begin: u64,
-    pub end: u64,
-    pub row: Box<[u8]>,
-}
-
-type Chain = Vec<Version>;
-
-struct Page {
-    chains: RwLock<Vec<Chain>>,
-}
+type PageLock = RwLock<Page>;
 
 /// The heap's memory, shared by every table; past `limit_bytes` writes fail.
 #[derive(Debug)]
@@ -92,8 +81,9 @@ impl MemoryBudget {
     }
 }
 
-fn cost(row: &[u8]) -> usize {
-    row.len() + VERSION_OVERHEAD_BYTES
+/// What a version of a `row_len`-byte row counts against the memory budget.
+fn cost(row_len: usize) -> usize {
+    row_len + VERSION_OVERHEAD_BYTES
 }
 
 /// Who the writer is, and what it may see.
@@ -139,7 +129,7 @@ pub struct HeapTable {
     def: TableDef,
     codec: RowCodec,
     key: Option<KeyCodec>,
-    pages: RwLock<Vec<Arc<Page>>>,
+    pages: RwLock<Vec<Arc<PageLock>>>,
     next_slot: AtomicU64,
     free_slots: Mutex<Vec<u64>>,
     index: RwLock<BPlusTree>,
@@ -166,8 +156,8 @@ enum Head {
     Busy(TxnId),
 }
 
-fn head(chain: &Chain, ctx: &WriteCtx) -> Head {
-    let Some(newest) = chain.first() else {
+fn head(newest: Option<&Version>, ctx: &WriteCtx) -> Head {
+    let Some(newest) = newest else {
         return Head::Vacant {
             deleted_after_snapshot: false,
         };
@@ -194,16 +184,9 @@ fn head(chain: &Chain, ctx: &WriteCtx) -> Head {
     }
 }
 
-/// Puts `row` at the front of `chain` as a version the writer of `ctx` owns.
-fn push_own_version(chain: &mut Chain, ctx: &WriteCtx, row: impl Into<Box<[u8]>>) {
-    chain.insert(
-        0,
-        Version {
-            begin: ctx.mark(),
-            end: OPEN,
-            row: row.into(),
-        },
-    );
+/// Puts `row` at the front of `slot`'s chain as a version the writer of `ctx` owns.
+fn push_own_version(page: &mut Page, slot: usize, ctx: &WriteCtx, row: &[u8]) {
+    page.push_front(slot, ctx.mark(), OPEN, row);
 }
 
 fn serialization_failure() -> ZyronError {
@@ -255,7 +238,7 @@ impl HeapTable {
         self.next_slot.load(Ordering::Acquire)
     }
 
-    fn pages(&self) -> RwLockReadGuard<'_, Vec<Arc<Page>>> {
+    fn pages(&self) -> RwLockReadGuard<'_, Vec<Arc<PageLock>>> {
         self.pages.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -267,25 +250,24 @@ impl HeapTable {
         self.index.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn page(&self, slot: u64) -> Arc<Page> {
+    fn page(&self, slot: u64) -> Arc<PageLock> {
         let index = slot as usize / PAGE_SLOTS;
         if let Some(page) = self.pages().get(index) {
             return page.clone();
         }
         let mut pages = self.pages.write().unwrap_or_else(|p| p.into_inner());
         while pages.len() <= index {
-            pages.push(Arc::new(Page {
-                chains: RwLock::new(vec![Vec::new(); PAGE_SLOTS]),
-            }));
+            pages.push(Arc::new(RwLock::new(Page::new())));
         }
         pages[index].clone()
     }
 
-    /// Runs `f` on the chain of `slot` under its page's write lock.
-    fn with_chain<T>(&self, slot: u64, f: impl FnOnce(&mut Chain) -> T) -> T {
+    /// Runs `f` on the page of `slot`, and `slot`'s place in it, under the
+    /// page's write lock.
+    fn with_chain<T>(&self, slot: u64, f: impl FnOnce(&mut Page, usize) -> T) -> T {
         let page = self.page(slot);
-        let mut chains = page.chains.write().unwrap_or_else(|p| p.into_inner());
-        f(&mut chains[slot as usize % PAGE_SLOTS])
+        let mut page = page.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut page, slot as usize % PAGE_SLOTS)
     }
 
     fn allocate_slot(&self) -> u64 {
@@ -308,20 +290,20 @@ impl HeapTable {
     /// Inserts one encoded row. With a primary key, `key` is its encoded key;
     /// a live row with the same key fails with SQLSTATE 23505.
     pub fn insert(&self, ctx: &WriteCtx, row: &[u8], key: Option<&[u8]>) -> Result<Step<u64>> {
-        self.memory.reserve(cost(row))?;
+        self.memory.reserve(cost(row.len()))?;
         let result = match key {
             Some(key) => self.insert_keyed(ctx, row, key),
             None => {
                 let slot = self.allocate_slot();
-                self.with_chain(slot, |chain| {
-                    assert!(chain.is_empty(), "a free slot has no versions");
-                    push_own_version(chain, ctx, row);
+                self.with_chain(slot, |page, i| {
+                    assert!(page.is_empty(i), "a free slot has no versions");
+                    push_own_version(page, i, ctx, row);
                 });
                 Ok(Step::Done(slot))
             }
         };
         if !matches!(result, Ok(Step::Done(_))) {
-            self.memory.release(cost(row));
+            self.memory.release(cost(row.len()));
         }
         result
     }
@@ -336,7 +318,7 @@ impl HeapTable {
                 slot
             }
         };
-        self.with_chain(slot, |chain| match head(chain, ctx) {
+        self.with_chain(slot, |page, i| match head(page.newest(i), ctx) {
             Head::Busy(owner) => Ok(Step::Wait(owner)),
             Head::Live { .. } => Err(self.duplicate_key()),
             Head::Vacant {
@@ -345,7 +327,7 @@ impl HeapTable {
                 if deleted_after_snapshot && ctx.isolation == Isolation::RepeatableRead {
                     return Err(serialization_failure());
                 }
-                push_own_version(chain, ctx, row);
+                push_own_version(page, i, ctx, row);
                 Ok(Step::Done(slot))
             }
         })
@@ -373,17 +355,17 @@ impl HeapTable {
         slot: u64,
         new_row: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>,
     ) -> Result<Step<bool>> {
-        self.with_chain(slot, |chain| {
-            match self.claimable(chain, ctx)? {
+        self.with_chain(slot, |page, i| {
+            let newest = match self.claimable(page.newest(i), ctx)? {
                 Some(step) => return Ok(step),
-                None => {}
-            }
-            let Some(row) = new_row(&chain[0].row)? else {
+                None => page.newest(i).expect("a live head exists"),
+            };
+            let Some(row) = new_row(page.row(newest))? else {
                 return Ok(Step::Done(false));
             };
-            self.memory.reserve(cost(&row))?;
-            chain[0].end = ctx.mark();
-            push_own_version(chain, ctx, row);
+            self.memory.reserve(cost(row.len()))?;
+            page.newest_mut(i).expect("a live head exists").end = ctx.mark();
+            push_own_version(page, i, ctx, &row);
             Ok(Step::Done(true))
         })
     }
@@ -396,23 +378,24 @@ impl HeapTable {
         slot: u64,
         still_qualifies: impl FnOnce(&[u8]) -> Result<bool>,
     ) -> Result<Step<bool>> {
-        self.with_chain(slot, |chain| {
-            if let Some(step) = self.claimable(chain, ctx)? {
-                return Ok(step);
-            }
-            if !still_qualifies(&chain[0].row)? {
+        self.with_chain(slot, |page, i| {
+            let newest = match self.claimable(page.newest(i), ctx)? {
+                Some(step) => return Ok(step),
+                None => page.newest(i).expect("a live head exists"),
+            };
+            if !still_qualifies(page.row(newest))? {
                 return Ok(Step::Done(false));
             }
-            chain[0].end = ctx.mark();
+            page.newest_mut(i).expect("a live head exists").end = ctx.mark();
             Ok(Step::Done(true))
         })
     }
 
     /// `None` if the newest version may be changed by this writer; otherwise
     /// the step to report (wait, or nothing to do).
-    fn claimable(&self, chain: &Chain, ctx: &WriteCtx) -> Result<Option<Step<bool>>> {
+    fn claimable(&self, newest: Option<&Version>, ctx: &WriteCtx) -> Result<Option<Step<bool>>> {
         let repeatable = ctx.isolation == Isolation::RepeatableRead;
-        match head(chain, ctx) {
+        match head(newest, ctx) {
             Head::Busy(owner) => Ok(Some(Step::Wait(owner))),
             Head::Vacant {
                 deleted_after_snapshot,
@@ -428,15 +411,15 @@ impl HeapTable {
     /// Replaces this transaction's marks in `slot` with its commit timestamp.
     pub fn stamp(&self, slot: u64, txn: TxnId, ts: u64) {
         let mark = txn_mark(txn);
-        self.with_chain(slot, |chain| {
-            for version in chain.iter_mut() {
+        self.with_chain(slot, |page, i| {
+            page.for_each_mut(i, |version| {
                 if version.begin == mark {
                     version.begin = ts;
                 }
                 if version.end == mark {
                     version.end = ts;
                 }
-            }
+            })
         });
     }
 
@@ -445,25 +428,26 @@ impl HeapTable {
     pub fn undo(&self, slot: u64, txn: TxnId, change: Change, key: Option<&[u8]>) {
         let mark = txn_mark(txn);
         let mut index = key.map(|_| self.index_write());
-        let emptied = self.with_chain(slot, |chain| {
+        let emptied = self.with_chain(slot, |page, i| {
             match change {
                 Change::Created => {
+                    let version = page.pop_front(i).expect("an undone version exists");
                     assert_eq!(
-                        chain[0].begin, mark,
+                        version.begin, mark,
                         "undoing a version this transaction did not create"
                     );
-                    let version = chain.remove(0);
-                    self.memory.release(cost(&version.row));
+                    self.memory.release(cost(version.len()));
                 }
                 Change::Ended => {
+                    let newest = page.newest_mut(i).expect("an undone end exists");
                     assert_eq!(
-                        chain[0].end, mark,
+                        newest.end, mark,
                         "undoing an end this transaction did not write"
                     );
-                    chain[0].end = OPEN;
+                    newest.end = OPEN;
                 }
             }
-            chain.is_empty()
+            page.is_empty(i)
         });
         if emptied {
             if let (Some(index), Some(key)) = (index.as_mut(), key) {
@@ -495,26 +479,26 @@ impl HeapTable {
         projection: Option<&[usize]>,
     ) -> Result<(Vec<u64>, RecordBatch)> {
         let limit = self.slot_count();
-        let held: Vec<Arc<Page>> = {
+        let held: Vec<Arc<PageLock>> = {
             let all = self.pages();
             all[pages.start.min(all.len())..pages.end.min(all.len())].to_vec()
         };
         let guards: Vec<_> = held
             .iter()
-            .map(|p| p.chains.read().unwrap_or_else(|p| p.into_inner()))
+            .map(|p| p.read().unwrap_or_else(|p| p.into_inner()))
             .collect();
         let mut slots = Vec::new();
         let mut rows: Vec<&[u8]> = Vec::new();
-        for (offset, chains) in guards.iter().enumerate() {
+        for (offset, page) in guards.iter().enumerate() {
             let first = ((pages.start + offset) * PAGE_SLOTS) as u64;
-            for (i, chain) in chains.iter().enumerate() {
+            for i in 0..PAGE_SLOTS {
                 let slot = first + i as u64;
                 if slot >= limit {
                     break;
                 }
-                if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
+                if let Some(row) = page.visible_row(i, snapshot) {
                     slots.push(slot);
-                    rows.push(&version.row);
+                    rows.push(row);
                 }
             }
         }
@@ -557,17 +541,14 @@ impl HeapTable {
         projection: Option<&[usize]>,
     ) -> Result<(Vec<u64>, RecordBatch)> {
         let mut found = Vec::with_capacity(slots.len());
-        let mut rows: Vec<Box<[u8]>> = Vec::with_capacity(slots.len());
+        let mut rows: Vec<Vec<u8>> = Vec::with_capacity(slots.len());
         let limit = self.slot_count();
         for &slot in slots.iter().filter(|&&s| s < limit) {
             let page = self.page(slot);
-            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(version) = chains[slot as usize % PAGE_SLOTS]
-                .iter()
-                .find(|v| snapshot.sees(v.begin, v.end))
-            {
+            let page = page.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(row) = page.visible_row(slot as usize % PAGE_SLOTS, snapshot) {
                 found.push(slot);
-                rows.push(version.row.clone());
+                rows.push(row.to_vec());
             }
         }
         let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_ref()).collect();
@@ -579,35 +560,23 @@ impl HeapTable {
     pub fn collect_garbage(&self, horizon: u64) -> GcStats {
         let mut stats = GcStats::default();
         let mut emptied = Vec::new();
-        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let pages: Vec<Arc<PageLock>> = self.pages().clone();
         let mut freed_bytes = 0usize;
+        let dead = |v: &Version| v.end & TXN_FLAG == 0 && v.end <= horizon;
         for (p, page) in pages.iter().enumerate() {
-            let mut chains = page.chains.write().unwrap_or_else(|p| p.into_inner());
-            for (i, chain) in chains.iter_mut().enumerate() {
-                stats.versions_examined += chain.len() as u64;
-                let dead = |v: &Version| v.end & TXN_FLAG == 0 && v.end <= horizon;
-                if !chain.iter().any(dead) {
-                    continue;
+            let mut page = page.write().unwrap_or_else(|p| p.into_inner());
+            for i in 0..PAGE_SLOTS {
+                let removed = page.remove_where(i, dead);
+                stats.versions_examined += removed.examined;
+                stats.versions_removed += removed.versions;
+                freed_bytes +=
+                    removed.row_bytes + removed.versions as usize * VERSION_OVERHEAD_BYTES;
+                if let Some(oldest) = removed.emptied_by {
+                    // The slot goes; freeing its key needs a row of it.
+                    emptied.push(((p * PAGE_SLOTS + i) as u64, page.row(&oldest).to_vec()));
                 }
-                if chain.iter().all(dead) {
-                    // The slot goes; freeing its key needs the last row, moved out, not cloned.
-                    let versions = std::mem::take(chain);
-                    stats.versions_removed += versions.len() as u64;
-                    freed_bytes += versions.iter().map(|v| cost(&v.row)).sum::<usize>();
-                    let last = versions.into_iter().last().expect("the chain had versions");
-                    emptied.push(((p * PAGE_SLOTS + i) as u64, last.row));
-                    continue;
-                }
-                let before = chain.len();
-                chain.retain(|v| {
-                    let is_dead = dead(v);
-                    if is_dead {
-                        freed_bytes += cost(&v.row);
-                    }
-                    !is_dead
-                });
-                stats.versions_removed += (before - chain.len()) as u64;
             }
+            page.compact_if_half_dead();
         }
         self.memory.release(freed_bytes);
         if !emptied.is_empty() {
@@ -618,15 +587,15 @@ impl HeapTable {
     }
 
     /// Frees slots GC emptied, and their keys (unless an insert reused the key meanwhile).
-    fn free_slots_and_keys(&self, emptied: &[(u64, Box<[u8]>)]) {
-        let rows: Vec<&[u8]> = emptied.iter().map(|(_, row)| row.as_ref()).collect();
+    fn free_slots_and_keys(&self, emptied: &[(u64, Vec<u8>)]) {
+        let rows: Vec<&[u8]> = emptied.iter().map(|(_, row)| row.as_slice()).collect();
         let keys = self.keys_of(&rows).unwrap_or_default();
         let mut index = self.key.as_ref().map(|_| self.index_write());
         let mut free = Vec::with_capacity(emptied.len());
         for (i, (slot, _)) in emptied.iter().enumerate() {
             let page = self.page(*slot);
-            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
-            if !chains[*slot as usize % PAGE_SLOTS].is_empty() {
+            let page = page.read().unwrap_or_else(|p| p.into_inner());
+            if !page.is_empty(*slot as usize % PAGE_SLOTS) {
                 continue;
             }
             if let (Some(index), Some(key)) = (index.as_mut(), keys.get(i)) {
@@ -647,50 +616,34 @@ impl HeapTable {
     /// Places a committed row at `slot` (checkpoint load and WAL replay of an insert).
     pub fn redo_insert(&self, slot: u64, row: Vec<u8>, key: Option<&[u8]>, ts: u64) {
         self.claim_slot(slot);
-        self.memory.force(cost(&row));
+        self.memory.force(cost(row.len()));
         if let Some(key) = key {
             let mut index = self.index_write();
             if index.replace(key, slot).is_none() {
                 index.insert(key, slot).expect("absent key");
             }
         }
-        self.with_chain(slot, |chain| {
-            chain.insert(
-                0,
-                Version {
-                    begin: ts,
-                    end: OPEN,
-                    row: row.into(),
-                },
-            )
-        });
+        self.with_chain(slot, |page, i| page.push_front(i, ts, OPEN, &row));
     }
 
     /// Replays an update: the newest version ends at `ts`, `row` begins there.
     pub fn redo_update(&self, slot: u64, row: Vec<u8>, ts: u64) -> Result<()> {
-        self.memory.force(cost(&row));
-        self.with_chain(slot, |chain| {
-            let newest = chain
-                .first_mut()
+        self.memory.force(cost(row.len()));
+        self.with_chain(slot, |page, i| {
+            let newest = page
+                .newest_mut(i)
                 .ok_or_else(|| self.replay_error(slot, "update"))?;
             newest.end = ts;
-            chain.insert(
-                0,
-                Version {
-                    begin: ts,
-                    end: OPEN,
-                    row: row.into(),
-                },
-            );
+            page.push_front(i, ts, OPEN, &row);
             Ok(())
         })
     }
 
     /// Replays a delete: the newest version ends at `ts`.
     pub fn redo_delete(&self, slot: u64, ts: u64) -> Result<()> {
-        self.with_chain(slot, |chain| {
-            let newest = chain
-                .first_mut()
+        self.with_chain(slot, |page, i| {
+            let newest = page
+                .newest_mut(i)
                 .filter(|v| v.end == OPEN)
                 .ok_or_else(|| self.replay_error(slot, "delete"))?;
             newest.end = ts;
@@ -714,12 +667,12 @@ impl HeapTable {
         snapshot: &Snapshot,
         mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let pages: Vec<Arc<PageLock>> = self.pages().clone();
         for (p, page) in pages.iter().enumerate() {
-            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
-            for (i, chain) in chains.iter().enumerate() {
-                if let Some(version) = chain.iter().find(|v| snapshot.sees(v.begin, v.end)) {
-                    visit((p * PAGE_SLOTS + i) as u64, &version.row)?;
+            let page = page.read().unwrap_or_else(|p| p.into_inner());
+            for i in 0..PAGE_SLOTS {
+                if let Some(row) = page.visible_row(i, snapshot) {
+                    visit((p * PAGE_SLOTS + i) as u64, row)?;
                 }
             }
         }
@@ -728,11 +681,11 @@ impl HeapTable {
 
     /// Memory the table's versions hold, for a dropped table's release.
     pub fn release_all(&self) {
-        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let pages: Vec<Arc<PageLock>> = self.pages().clone();
         let mut bytes = 0;
         for page in pages {
-            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
-            bytes += chains.iter().flatten().map(|v| cost(&v.row)).sum::<usize>();
+            let page = page.read().unwrap_or_else(|p| p.into_inner());
+            bytes += page.row_bytes() + page.version_count() * VERSION_OVERHEAD_BYTES;
         }
         self.memory.release(bytes);
     }
@@ -763,18 +716,18 @@ impl HeapTable {
     /// share a key.
     pub fn build_index(&self, key: &KeyCodec) -> Result<BPlusTree> {
         let mut tree = BPlusTree::new();
-        let pages: Vec<Arc<Page>> = self.pages().clone();
+        let pages: Vec<Arc<PageLock>> = self.pages().clone();
         for (p, page) in pages.iter().enumerate() {
-            let chains = page.chains.read().unwrap_or_else(|p| p.into_inner());
+            let page = page.read().unwrap_or_else(|p| p.into_inner());
             let mut slots = Vec::new();
             let mut rows: Vec<&[u8]> = Vec::new();
-            for (i, chain) in chains.iter().enumerate() {
-                if let Some(newest) = chain
-                    .first()
+            for i in 0..PAGE_SLOTS {
+                if let Some(newest) = page
+                    .newest(i)
                     .filter(|v| v.end == OPEN || marked_by(v.end).is_some())
                 {
                     slots.push((p * PAGE_SLOTS + i) as u64);
-                    rows.push(&newest.row);
+                    rows.push(page.row(newest));
                 }
             }
             let batch = self.codec.decode(&rows, None)?;
