@@ -4,9 +4,11 @@
 //! PostgreSQL refuses to run as root, so when the harness runs as root the
 //! server runs as the `postgres` system user (via `runuser`).
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::machine::command_output;
@@ -39,12 +41,24 @@ fn is_root() -> bool {
     command_output("id", &["-u"]).as_deref() == Some("0")
 }
 
-/// A free TCP port on loopback (bound and released; fine for tests on one machine).
+/// A free TCP port on loopback (bound and released; fine for tests on one
+/// machine), never one this process was handed before: the kernel may give
+/// a just-released port out again, and a server started with the same port
+/// for two listeners fails to start.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("loopback has free ports")
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    const MAX_TRIES: usize = 1_000;
+    for _ in 0..MAX_TRIES {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("loopback has free ports");
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
+    panic!("the kernel offered only ports this process already used ({MAX_TRIES} tries)")
 }
 
 impl TempPostgres {

@@ -19,6 +19,14 @@ use crate::postgres::free_port;
 /// How long `weed server` may take to answer on its S3 port.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many fresh servers (new directory, new ports) to try before giving
+/// up: a start can fail for reasons outside our control, such as another
+/// process taking one of the ports between `free_port` and `weed` binding it.
+const START_ATTEMPTS: usize = 3;
+
+/// How much of `weed.log`'s end a failure message quotes.
+const LOG_TAIL_BYTES: usize = 4_000;
+
 pub struct SeaweedFs {
     child: Child,
     /// For a shared server: the pipe whose end (this process exiting)
@@ -49,7 +57,7 @@ impl SeaweedFs {
     /// Starts `weed server` with S3 in a temporary directory and creates `bucket`.
     /// Dropping it kills the server.
     pub fn start(bucket: &str) -> Result<SeaweedFs, String> {
-        Self::spawn(bucket, false)
+        Self::spawn_with_retries(bucket, false)
     }
 
     /// One server for the whole test process (bucket `zyron`), started on
@@ -60,9 +68,25 @@ impl SeaweedFs {
     pub fn shared() -> Result<&'static SeaweedFs, String> {
         static SHARED: OnceLock<Result<SeaweedFs, String>> = OnceLock::new();
         SHARED
-            .get_or_init(|| Self::spawn("zyron", true))
+            .get_or_init(|| Self::spawn_with_retries("zyron", true))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// [`Self::spawn`] until a server takes writes, at most
+    /// [`START_ATTEMPTS`] times; the error lists every attempt's failure.
+    fn spawn_with_retries(bucket: &str, watchdog: bool) -> Result<SeaweedFs, String> {
+        let mut failures = Vec::with_capacity(START_ATTEMPTS);
+        for attempt in 1..=START_ATTEMPTS {
+            match Self::spawn(bucket, watchdog) {
+                Ok(server) => return Ok(server),
+                Err(e) => {
+                    eprintln!("SeaweedFS start attempt {attempt}/{START_ATTEMPTS} failed: {e}");
+                    failures.push(format!("attempt {attempt}: {e}"));
+                }
+            }
+        }
+        Err(failures.join("\n"))
     }
 
     fn spawn(bucket: &str, watchdog: bool) -> Result<SeaweedFs, String> {
@@ -73,12 +97,20 @@ impl SeaweedFs {
             .map_err(|e| e.to_string())?;
         let s3_port = free_port();
         let mut command = if watchdog {
-            // `weed` runs in the background; `read` returns when our end of
-            // stdin closes, which the kernel does when this process ends.
+            // `weed` runs in the background and the shell waits for it, so
+            // the shell exits (and `try_wait` sees it) if `weed` dies. A
+            // second background job kills `weed` once its `read` returns,
+            // which happens when our end of the pipe closes: when this
+            // process ends. (A background job's stdin is /dev/null unless
+            // redirected, hence fd 3.)
             let mut sh = Command::new("sh");
-            sh.args(["-c", "\"$@\" & read _; kill -9 $!", "sh"])
-                .arg(&weed)
-                .stdin(Stdio::piped());
+            sh.args([
+                "-c",
+                "exec 3<&0; \"$@\" & weed=$!; { read _ <&3; kill -9 $weed; } & wait $weed",
+                "sh",
+            ])
+            .arg(&weed)
+            .stdin(Stdio::piped());
             sh
         } else {
             Command::new(&weed)
@@ -134,6 +166,15 @@ impl SeaweedFs {
         std::fs::read_to_string(self._dir.path().join("weed.log")).unwrap_or_default()
     }
 
+    /// The last [`LOG_TAIL_BYTES`] of [`Self::log`], whole lines only.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read(self._dir.path().join("weed.log")).unwrap_or_default();
+        let start = log.len().saturating_sub(LOG_TAIL_BYTES);
+        let line_start = log[start..].iter().position(|&b| b == b'\n');
+        let start = line_start.map_or(start, |i| start + i + 1);
+        String::from_utf8_lossy(&log[start..]).into_owned()
+    }
+
     /// PUT /bucket until the gateway answers 200 (it starts after the filer).
     fn create_bucket(&mut self) -> Result<(), String> {
         let path = format!("/{}", self.bucket);
@@ -164,7 +205,10 @@ impl SeaweedFs {
         let mut last = String::new();
         while started.elapsed() < START_TIMEOUT {
             if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return Err(format!("weed exited ({status}): {}", self.log()));
+                return Err(format!(
+                    "weed exited ({status}); its log ends:\n{}",
+                    self.log_tail()
+                ));
             }
             match http_status(self.s3_port, method, path, body) {
                 Ok(code) if (200..300).contains(&code) => return Ok(()),
@@ -174,7 +218,8 @@ impl SeaweedFs {
             std::thread::sleep(Duration::from_millis(100));
         }
         Err(format!(
-            "SeaweedFS's S3 gateway did not {what} ({method} {path}) within {START_TIMEOUT:?} ({last})"
+            "SeaweedFS's S3 gateway did not {what} ({method} {path}) within {START_TIMEOUT:?} ({last}); its log ends:\n{}",
+            self.log_tail()
         ))
     }
 }
