@@ -170,8 +170,13 @@ impl SeaweedFs {
     fn log_tail(&self) -> String {
         let log = std::fs::read(self._dir.path().join("weed.log")).unwrap_or_default();
         let start = log.len().saturating_sub(LOG_TAIL_BYTES);
-        let line_start = log[start..].iter().position(|&b| b == b'\n');
-        let start = line_start.map_or(start, |i| start + i + 1);
+        let start = match start {
+            0 => 0,
+            cut => log[cut..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(cut, |i| cut + i + 1),
+        };
         String::from_utf8_lossy(&log[start..]).into_owned()
     }
 
