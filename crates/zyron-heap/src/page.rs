@@ -152,11 +152,13 @@ impl Page {
         Some(version)
     }
 
-    /// Runs `f` on every version of `slot`.
-    pub fn for_each_mut(&mut self, slot: usize, mut f: impl FnMut(&mut Version)) {
+    /// Runs `f` on the versions of `slot`, newest first, until it returns false.
+    pub fn visit_mut_while(&mut self, slot: usize, mut f: impl FnMut(&mut Version) -> bool) {
         let mut at = self.heads[slot];
         while let Some(version) = self.versions.get_mut(at as usize) {
-            f(version);
+            if !f(version) {
+                return;
+            }
             at = version.next;
         }
     }

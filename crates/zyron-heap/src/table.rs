@@ -409,16 +409,24 @@ impl HeapTable {
     }
 
     /// Replaces this transaction's marks in `slot` with its commit timestamp.
+    ///
+    /// Only the newest versions carry them: a writer changes only the newest
+    /// version, and no one else may change the chain until it ends, so its
+    /// marks are the versions it created (a run at the front) and at most
+    /// the one after them, which it ended. The walk stops there rather than
+    /// running down a long chain of a hot row (pgbench's branches).
     pub fn stamp(&self, slot: u64, txn: TxnId, ts: u64) {
         let mark = txn_mark(txn);
         self.with_chain(slot, |page, i| {
-            page.for_each_mut(i, |version| {
-                if version.begin == mark {
+            page.visit_mut_while(i, |version| {
+                let created = version.begin == mark;
+                if created {
                     version.begin = ts;
                 }
                 if version.end == mark {
                     version.end = ts;
                 }
+                created
             })
         });
     }
