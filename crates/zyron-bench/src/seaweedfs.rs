@@ -161,12 +161,8 @@ impl SeaweedFs {
         format!("http://127.0.0.1:{}", self.s3_port)
     }
 
-    /// What the server logged (for a failure message).
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("weed.log")).unwrap_or_default()
-    }
-
-    /// The last [`LOG_TAIL_BYTES`] of [`Self::log`], whole lines only.
+    /// The last [`LOG_TAIL_BYTES`] of what the server logged, whole lines
+    /// only (for a failure message).
     fn log_tail(&self) -> String {
         let log = std::fs::read(self._dir.path().join("weed.log")).unwrap_or_default();
         let start = log.len().saturating_sub(LOG_TAIL_BYTES);
