@@ -107,6 +107,11 @@ pub enum FilterMode {
 /// Above this fraction of rows passing, late materialisation saves less than the filter costs.
 pub const AUTO_PUSHDOWN_MAX_SELECTIVITY: f64 = 0.5;
 
+/// Below this fraction of a filtered batch's decoded rows passing, the other columns pick the
+/// passing rows out of their decoded lanes; above it, whole Arrow arrays are built and
+/// filtered, which Arrow does faster for dense masks than a gather by offsets.
+const PICK_MAX_FRACTION: f64 = 0.25;
+
 /// What to read.
 #[derive(Clone, Debug)]
 pub struct ScanOptions {
@@ -470,7 +475,7 @@ impl ZyrFile {
             let from = rows.start.max(start) - start;
             let to = rows.end.min(end).max(start) - start;
             if to > from || (pieces.is_empty() && rows.is_empty()) {
-                pieces.push(self.decode_block(node, b, from as usize..to as usize, reads)?);
+                pieces.push(self.decode_block(node, b, from as usize..to as usize, reads, None)?);
             }
             if end >= rows.end {
                 break;
@@ -487,13 +492,17 @@ impl ZyrFile {
         }
     }
 
-    /// Decodes rows `range` (relative to the block) of block `block` of node `node`.
+    /// Decodes rows `range` (relative to the block) of block `block` of node `node`; with
+    /// `keep`, only the rows at those offsets into `range` (ascending). Numbers are picked
+    /// from their decoded lanes before an Arrow array is built, so a selective filter does not
+    /// pay for widening and copying the rows it drops.
     fn decode_block(
         &self,
         node: usize,
         block: usize,
         range: Range<usize>,
         reads: &BlockReads,
+        keep: Option<&[u32]>,
     ) -> Result<ArrayRef> {
         let meta = self.column_meta(node)?;
         let b = &meta.blocks[block];
@@ -504,31 +513,38 @@ impl ZyrFile {
         let nulls = validity.map(|v| NullBuffer::new(v.slice(range.start, range.len())));
         let n = &self.footer.nodes[node];
         let dt = n.field.data_type();
-        Ok(match n.physical {
+        let picked_nulls = || pick_nulls(nulls.clone(), keep);
+        let rows = range.len();
+        let array: ArrayRef = match n.physical {
             Physical::Bool | Physical::Int => {
                 let mut lanes = Vec::with_capacity(range.len());
                 decode_stream::<Ints>(r.bytes()?, values, range, &mut lanes)?;
-                lanes::ints_to_array(dt, lanes, nulls)?
+                return lanes::ints_to_array(dt, pick(lanes, keep, rows)?, picked_nulls());
             }
             Physical::Float32 => {
                 let mut v = Vec::with_capacity(range.len());
                 decode_stream::<Floats<f32>>(r.bytes()?, values, range, &mut v)?;
-                Arc::new(arrow::array::Float32Array::new(
-                    ScalarBuffer::from(v),
-                    nulls,
-                ))
+                return Ok(Arc::new(arrow::array::Float32Array::new(
+                    ScalarBuffer::from(pick(v, keep, rows)?),
+                    picked_nulls(),
+                )));
             }
             Physical::Float64 => {
                 let mut v = Vec::with_capacity(range.len());
                 decode_stream::<Floats<f64>>(r.bytes()?, values, range, &mut v)?;
-                Arc::new(arrow::array::Float64Array::new(
-                    ScalarBuffer::from(v),
-                    nulls,
-                ))
+                return Ok(Arc::new(arrow::array::Float64Array::new(
+                    ScalarBuffer::from(pick(v, keep, rows)?),
+                    picked_nulls(),
+                )));
             }
             Physical::Wide => {
                 let (low, high) = decode_wide(&mut r, values, range)?;
-                lanes::wide_to_array(dt, &low, &high, nulls)?
+                // A constant upper half is one value standing for every row.
+                let high = match high.len() {
+                    1 => high,
+                    _ => pick(high, keep, rows)?,
+                };
+                return lanes::wide_to_array(dt, &pick(low, keep, rows)?, &high, picked_nulls());
             }
             Physical::Bytes => {
                 let node = r.bytes()?;
@@ -561,6 +577,14 @@ impl ZyrFile {
                 };
                 Arc::new(StructArray::try_new(fields.clone(), children, nulls)?)
             }
+        };
+        Ok(match keep {
+            Some(keep) => arrow::compute::take(
+                &array,
+                &arrow::array::UInt32Array::from(keep.to_vec()),
+                None,
+            )?,
+            None => array,
         })
     }
 
@@ -1081,10 +1105,50 @@ impl Scan {
             return Ok(Some(self.plain_batch(block, &[run])?));
         }
         let merged = merge_ranges(&selected_ranges);
+        if (hits as f64) < PICK_MAX_FRACTION * masks.len() as f64 {
+            return Ok(Some(self.selected_batch(block, &merged, &masks, hits)?));
+        }
         let batch = self.plain_batch(block, &merged)?;
         // Packed 64 rows at a time (BooleanArray::from(Vec<bool>) pushes bit by bit).
         let mask = BooleanArray::new(BooleanBuffer::collect_bool(masks.len(), |i| masks[i]), None);
         Ok(Some(arrow::compute::filter_record_batch(&batch, &mask)?))
+    }
+
+    /// The rows of `ranges` (of `block`) that `mask` keeps, `rows` of them; `mask` holds one
+    /// flag per row of `ranges`, in order.
+    fn selected_batch(
+        &self,
+        block: usize,
+        ranges: &[Range<usize>],
+        mask: &[bool],
+        rows: usize,
+    ) -> Result<RecordBatch> {
+        let mut at = 0;
+        let keeps: Vec<Vec<u32>> = ranges
+            .iter()
+            .map(|r| {
+                let flags = &mask[at..at + r.len()];
+                at += r.len();
+                offsets_set(flags)
+            })
+            .collect();
+        let columns = self
+            .projection
+            .iter()
+            .map(|c| {
+                let node = self.file.footer.roots[*c];
+                let pieces = ranges
+                    .iter()
+                    .zip(&keeps)
+                    .map(|(r, keep)| {
+                        self.file
+                            .decode_block(node, block, r.clone(), &self.reads, Some(keep))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                concat(pieces)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.file.batch(&self.projection, columns, rows as u64)
     }
 }
 
@@ -1170,6 +1234,43 @@ fn merge_ranges(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
         }
     }
     out
+}
+
+/// The offsets of the set flags, in order. Branch-free: each offset is written and the
+/// cursor moves past it only if its flag is set, so a mask near half full costs no
+/// mispredicted branches.
+fn offsets_set(flags: &[bool]) -> Vec<u32> {
+    let mut out = vec![0u32; flags.len()];
+    let mut n = 0;
+    for (i, f) in flags.iter().enumerate() {
+        out[n] = i as u32;
+        n += usize::from(*f);
+    }
+    out.truncate(n);
+    out
+}
+
+/// `values` at the offsets `keep` (all of them without `keep`), once `values` is checked to
+/// hold the `decoded` values asked for: a decoder returning fewer is corrupt input, never an
+/// index out of bounds.
+fn pick<T: Copy>(values: Vec<T>, keep: Option<&[u32]>, decoded: usize) -> Result<Vec<T>> {
+    if values.len() != decoded {
+        return corrupt(format!("{} values decoded of {decoded}", values.len()));
+    }
+    Ok(match keep {
+        Some(keep) => keep.iter().map(|i| values[*i as usize]).collect(),
+        None => values,
+    })
+}
+
+fn pick_nulls(nulls: Option<NullBuffer>, keep: Option<&[u32]>) -> Option<NullBuffer> {
+    match (nulls, keep) {
+        (Some(nulls), Some(keep)) => Some(NullBuffer::new(BooleanBuffer::collect_bool(
+            keep.len(),
+            |j| nulls.is_valid(keep[j] as usize),
+        ))),
+        (nulls, _) => nulls,
+    }
 }
 
 fn concat(mut pieces: Vec<ArrayRef>) -> Result<ArrayRef> {

@@ -12,7 +12,9 @@ use arrow::datatypes::*;
 use proptest::prelude::*;
 use zyron_format::encodings::*;
 use zyron_format::predicate::{BytesMatcher, CmpOp, FloatMatcher, IntMatcher};
-use zyron_format::{WriterOptions, ZyrFile};
+use zyron_format::{
+    ColumnPredicate, FilterMode, PredicateOp, Scalar, ScanOptions, WriterOptions, ZyrFile,
+};
 
 /// Integers shaped like real columns: narrow ranges, runs, sorted sequences, few distinct values, or anything.
 fn ints() -> impl Strategy<Value = Vec<i64>> {
@@ -231,5 +233,21 @@ proptest! {
         prop_assert_eq!(file.read_rows(&all, 0..rows as u64).unwrap(), batch.clone());
         let row = (null_seed % rows as u64) as usize;
         prop_assert_eq!(file.read_rows(&all, row as u64..row as u64 + 1).unwrap(), batch.slice(row, 1));
+        // A filter matching scattered rows: every type is picked out of its decoded vectors.
+        let utf8 = batch.schema().index_of("utf8").unwrap();
+        let scan = file.scan(ScanOptions {
+            predicates: vec![ColumnPredicate {
+                column: utf8,
+                op: PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"value-5".to_vec())),
+            }],
+            filter_mode: FilterMode::Pushdown,
+            ..Default::default()
+        }).unwrap();
+        let got: Vec<RecordBatch> = scan.collect::<Result<_, _>>().unwrap();
+        let mask = arrow::compute::kernels::cmp::eq(batch.column(utf8), &StringArray::new_scalar("value-5")).unwrap();
+        prop_assert_eq!(
+            arrow::compute::concat_batches(&batch.schema(), &got).unwrap(),
+            arrow::compute::filter_record_batch(&batch, &mask).unwrap()
+        );
     }
 }

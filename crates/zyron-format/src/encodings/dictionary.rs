@@ -121,9 +121,15 @@ impl<'a> Parts<'a> {
     fn codes(&self, rows: &Range<usize>) -> Result<Vec<i64>> {
         let mut codes = Vec::with_capacity(rows.len());
         decode_stream::<Ints>(self.codes_node, self.len, rows.clone(), &mut codes)?;
-        if let Some(bad) = codes
+        // A code is valid when both `c` and `distinct - 1 - c` are non-negative: one OR of
+        // their sign bits per code, a pass the compiler vectorises. The error path then
+        // finds the culprit.
+        let last = self.distinct as i64 - 1;
+        let signs = codes
             .iter()
-            .find(|c| **c < 0 || **c as usize >= self.distinct)
+            .fold(0i64, |acc, c| acc | c | last.wrapping_sub(*c));
+        if signs < 0
+            && let Some(bad) = codes.iter().find(|c| **c < 0 || **c > last)
         {
             return corrupt(format!(
                 "dictionary code {bad} with {} values",
