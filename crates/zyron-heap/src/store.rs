@@ -809,7 +809,16 @@ impl Transaction {
             }
         };
         if durability == Durability::Synchronous {
-            if let Err(err) = store.wait_durable(end_lsn).await {
+            // The only open transaction flushes on its own thread: no hand-off to the WAL's
+            // thread and back. With others open, commits wait through the WAL's thread, so
+            // they share its rounds and no runtime worker blocks in fdatasync while other
+            // sessions have work for it.
+            let lone = store.txns.active_count() == 1;
+            let durable = match lone.then(|| store.wal.flush_if_idle(end_lsn)).flatten() {
+                Some(result) => result,
+                None => store.wait_durable(end_lsn).await,
+            };
+            if let Err(err) = durable {
                 self.undo_writes(0);
                 self.undo_ddl(0);
                 store.txns.abandon_commit(self.txn, ticket.ts);

@@ -214,6 +214,15 @@ impl Wal {
         self.shared.flush(lsn)
     }
 
+    /// Flushes everything before `lsn` on the calling thread if no flush round
+    /// is running and no other committer waits for one: a lone committer then
+    /// pays one fdatasync and no hand-off to the background thread and back.
+    /// `None` when the log is busy: the caller then waits through
+    /// [`Wal::on_durable`], so concurrent committers keep sharing rounds.
+    pub fn flush_if_idle(&self, lsn: u64) -> Option<Result<()>> {
+        self.shared.flush_if_idle(lsn)
+    }
+
     /// Calls `callback` once everything before `lsn` is on disk, from the
     /// background thread (or at once if it already is). For async callers
     /// that must not block a thread on fdatasync.
@@ -426,6 +435,29 @@ impl Shared {
             }
             state = self.lead_one_round(state);
         }
+    }
+
+    fn flush_if_idle(&self, lsn: u64) -> Option<Result<()>> {
+        if self.durable_lsn.load(Ordering::Acquire) >= lsn {
+            return Some(Ok(()));
+        }
+        let state = self.lock();
+        if let Some(err) = &state.failed {
+            return Some(Err(err.clone()));
+        }
+        if state.leader_active || !state.callbacks.is_empty() {
+            return None;
+        }
+        assert!(
+            lsn <= state.next_lsn,
+            "flush past the end of the log: {lsn} > {}",
+            state.next_lsn
+        );
+        let state = self.lead_one_round(state);
+        if self.durable_lsn.load(Ordering::Acquire) >= lsn {
+            return Some(Ok(()));
+        }
+        state.failed.clone().map(Err)
     }
 
     /// Takes the whole buffer, writes it, fdatasyncs, publishes the new

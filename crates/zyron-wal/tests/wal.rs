@@ -108,6 +108,38 @@ fn concurrent_committers_share_fsyncs_and_none_is_lost() {
     assert_eq!(seen, (0..threads * per_thread).collect::<Vec<_>>());
 }
 
+/// A lone committer leads its own flush round (no hand-off to the background
+/// thread); while another committer waits on the log, it declines, so waiters
+/// keep sharing the rounds the background thread leads.
+#[test]
+fn a_lone_committer_flushes_itself_and_a_busy_log_declines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _, _) = replay(dir.path(), 0);
+    let first = wal.append(1, &payload(0)).unwrap();
+    let fsyncs = wal.stats().fsyncs;
+    assert!(matches!(wal.flush_if_idle(first.end_lsn), Some(Ok(()))));
+    assert!(wal.durable_lsn() >= first.end_lsn);
+    assert_eq!(wal.stats().fsyncs, fsyncs + 1, "one round, on this thread");
+    assert!(matches!(wal.flush_if_idle(first.end_lsn), Some(Ok(()))));
+    assert_eq!(wal.stats().fsyncs, fsyncs + 1, "already durable: no round");
+
+    // A waiter for a record not yet appended keeps the log busy.
+    let (tx, rx) = mpsc::channel();
+    let later = wal.next_lsn() + (64 << 10);
+    wal.on_durable(later, Box::new(move |r| tx.send(r.is_ok()).unwrap()));
+    let second = wal.append(1, &payload(1)).unwrap();
+    assert!(wal.flush_if_idle(second.end_lsn).is_none());
+    wal.flush(second.end_lsn).unwrap();
+    while wal.next_lsn() < later {
+        wal.append(1, &payload(2)).unwrap();
+    }
+    wal.flush(wal.next_lsn()).unwrap();
+    assert!(
+        rx.recv().unwrap(),
+        "the waiter is told once its record is durable"
+    );
+}
+
 #[test]
 fn a_torn_last_record_is_cut_and_the_log_goes_on() {
     let dir = tempfile::tempdir().unwrap();
