@@ -1026,22 +1026,31 @@ impl Scan {
     fn plain_batch(&self, block: usize, ranges: &[Range<usize>]) -> Result<RecordBatch> {
         let base = self.boundaries[block];
         let rows: usize = ranges.iter().map(|r| r.len()).sum();
+        self.projected_batch(ranges.len(), rows, |node, i| {
+            let r = &ranges[i];
+            let rows = base + r.start as u64..base + r.end as u64;
+            self.file.read_node(node, rows, &self.reads)
+        })
+    }
+
+    /// A batch of `rows` rows of the projected columns, each column the concatenation of
+    /// `piece(node, i)` for pieces `i` in `0..pieces`.
+    fn projected_batch(
+        &self,
+        pieces: usize,
+        rows: usize,
+        piece: impl Fn(usize, usize) -> Result<ArrayRef>,
+    ) -> Result<RecordBatch> {
         let columns = self
             .projection
             .iter()
             .map(|c| {
                 let node = self.file.footer.roots[*c];
-                let pieces = ranges
-                    .iter()
-                    .map(|r| {
-                        self.file.read_node(
-                            node,
-                            base + r.start as u64..base + r.end as u64,
-                            &self.reads,
-                        )
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                concat(pieces)
+                concat(
+                    (0..pieces)
+                        .map(|i| piece(node, i))
+                        .collect::<Result<Vec<_>>>()?,
+                )
             })
             .collect::<Result<Vec<_>>>()?;
         self.file.batch(&self.projection, columns, rows as u64)
@@ -1132,23 +1141,11 @@ impl Scan {
                 offsets_set(flags)
             })
             .collect();
-        let columns = self
-            .projection
-            .iter()
-            .map(|c| {
-                let node = self.file.footer.roots[*c];
-                let pieces = ranges
-                    .iter()
-                    .zip(&keeps)
-                    .map(|(r, keep)| {
-                        self.file
-                            .decode_block(node, block, r.clone(), &self.reads, Some(keep))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                concat(pieces)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.file.batch(&self.projection, columns, rows as u64)
+        self.projected_batch(ranges.len(), rows, |node, i| {
+            let keep = Some(keeps[i].as_slice());
+            self.file
+                .decode_block(node, block, ranges[i].clone(), &self.reads, keep)
+        })
     }
 }
 
