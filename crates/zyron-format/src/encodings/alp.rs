@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+use super::bitpacked::{Lane, Packed};
 use super::{
     Cascade, Encoding, EncodingId, Floats, Ints, decode_all, decode_stream, encode_stream,
     read_child, write_child,
@@ -32,10 +33,29 @@ const IF10_F32: [f32; 11] = [
 ];
 
 /// A float width the format stores (`f32` or `f64`).
-pub trait FloatLane: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 'static {
+pub trait FloatLane:
+    Copy
+    + Default
+    + PartialEq
+    + Send
+    + Sync
+    + std::fmt::Debug
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+    + 'static
+{
     const BYTES: usize;
     /// Largest ALP exponent for this width.
     const MAX_EXPONENT: u8;
+    /// Integers below `2^EXACT_BITS` in magnitude convert exactly through `from_exact`.
+    const EXACT_BITS: u8;
+    /// `n as Self` for `|n| < 2^EXACT_BITS`: adds `n` to the bits of `1.5 * 2^mantissa_bits`
+    /// (a float whose last place is worth 1) and subtracts that float. Baseline x86-64 has no
+    /// vector conversion from 64-bit integers; an integer add and a float subtraction vectorise.
+    fn from_exact(n: i64) -> Self;
+    /// `(10^f, 10^e)`: `alp_decode(n)` is `n * 10^f / 10^e`.
+    fn alp_factors(e: u8, f: u8) -> (Self, Self);
     fn to_f64(self) -> f64;
     fn from_le(bytes: &[u8]) -> Self;
     fn write_le(self, out: &mut Vec<u8>);
@@ -49,6 +69,15 @@ pub trait FloatLane: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug 
 impl FloatLane for f64 {
     const BYTES: usize = 8;
     const MAX_EXPONENT: u8 = 18;
+    const EXACT_BITS: u8 = 51;
+    #[inline]
+    fn from_exact(n: i64) -> Self {
+        debug_assert!(n.unsigned_abs() < 1 << Self::EXACT_BITS);
+        f64::from_bits(0x4338_0000_0000_0000u64.wrapping_add(n as u64)) - 6_755_399_441_055_744.0
+    }
+    fn alp_factors(e: u8, f: u8) -> (Self, Self) {
+        (F10_F64[f as usize], F10_F64[e as usize])
+    }
     fn to_f64(self) -> f64 {
         self
     }
@@ -84,6 +113,15 @@ impl FloatLane for f64 {
 impl FloatLane for f32 {
     const BYTES: usize = 4;
     const MAX_EXPONENT: u8 = 10;
+    const EXACT_BITS: u8 = 22;
+    #[inline]
+    fn from_exact(n: i64) -> Self {
+        debug_assert!(n.unsigned_abs() < 1 << Self::EXACT_BITS);
+        f32::from_bits(0x4B40_0000u32.wrapping_add(n as u32)) - 12_582_912.0
+    }
+    fn alp_factors(e: u8, f: u8) -> (Self, Self) {
+        (F10_F32[f as usize], F10_F32[e as usize])
+    }
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
@@ -181,10 +219,12 @@ impl<F: FloatLane> Encoding<Floats<F>> for Alp {
         }
         let ints_node = read_child(&mut r)?;
         let exception_count = r.uvarint_max(len as u64, "exception count")?;
-        let mut ints = Vec::with_capacity(rows.len());
-        decode_stream::<Ints>(ints_node, len, rows.clone(), &mut ints)?;
         let first = out.len();
-        out.extend(ints.iter().map(|n| F::alp_decode(*n, e, f)));
+        if !decode_packed(ints_node, len, &rows, (e, f), out)? {
+            let mut ints = Vec::with_capacity(rows.len());
+            decode_stream::<Ints>(ints_node, len, rows.clone(), &mut ints)?;
+            ints_to_floats(&ints, (e, f), out);
+        }
         if exception_count == 0 {
             return Ok(());
         }
@@ -203,6 +243,65 @@ impl<F: FloatLane> Encoding<Floats<F>> for Alp {
         }
         Ok(())
     }
+}
+
+/// Appends `alp_decode(n)` for each integer, through the vectorised `from_exact` where every
+/// integer is narrow enough (one pass of ORs decides).
+fn ints_to_floats<F: FloatLane>(ints: &[i64], (e, f): (u8, u8), out: &mut Vec<F>) {
+    let widest = ints.iter().fold(0, |acc, n| acc | n.unsigned_abs());
+    if widest < 1 << F::EXACT_BITS {
+        let (scale, divisor) = F::alp_factors(e, f);
+        out.extend(ints.iter().map(|n| F::from_exact(*n) * scale / divisor));
+    } else {
+        out.extend(ints.iter().map(|n| F::alp_decode(*n, e, f)));
+    }
+}
+
+/// Appends `alp_decode(reference + offset)` for each offset; the caller has checked that every
+/// sum is narrow enough for `from_exact`.
+fn offsets_to_floats<F: FloatLane, T: Lane>(
+    offsets: &[T],
+    reference: i64,
+    (scale, divisor): (F, F),
+    out: &mut Vec<F>,
+) {
+    out.extend(
+        offsets
+            .iter()
+            .map(|o| F::from_exact(reference + o.lane_to_u64() as i64) * scale / divisor),
+    );
+}
+
+/// Decodes ALP integers stored as bit-packed offsets in one pass per vector, with no i64
+/// buffer in between. The result equals `alp_decode` bit for bit: every integer is narrow
+/// enough for `from_exact`. Returns false, having written nothing, for other integer
+/// encodings, for single rows (which unpack one value alone) and for integers too wide.
+fn decode_packed<F: FloatLane>(
+    ints_node: &[u8],
+    len: usize,
+    rows: &Range<usize>,
+    (e, f): (u8, u8),
+    out: &mut Vec<F>,
+) -> Result<bool> {
+    let Some(packed) = Packed::of_node(ints_node, len)? else {
+        return Ok(false);
+    };
+    let widest = u128::from(packed.reference.unsigned_abs()) + (1u128 << packed.width) - 1;
+    if packed.width == 0 || widest >= 1 << F::EXACT_BITS || rows.len() < 2 {
+        return Ok(false);
+    }
+    let factors = F::alp_factors(e, f);
+    // `widest` caps the width at EXACT_BITS, so u64 lanes hold 33- to 51-bit offsets.
+    if packed.width <= 32 {
+        packed.for_each_vector::<u32>(rows, |o| {
+            offsets_to_floats(o, packed.reference, factors, out)
+        });
+    } else {
+        packed.for_each_vector::<u64>(rows, |o| {
+            offsets_to_floats(o, packed.reference, factors, out)
+        });
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -245,5 +344,73 @@ mod tests {
         let body = <Alp as Encoding<Floats<f64>>>::encode(&values, Cascade::TOP).unwrap();
         // 900.00..1899.99 as integers needs 17 bits.
         assert!(body.len() <= 3072 * 17 / 8 + 16, "{} bytes", body.len());
+    }
+
+    /// Whether a body's integers take `decode_packed`'s one-pass path for a full decode.
+    fn takes_packed_path<F: FloatLane>(body: &[u8], len: usize) -> bool {
+        let mut r = ByteReader::new(body, "test");
+        let (e, f) = (r.u8().unwrap(), r.u8().unwrap());
+        let node = read_child(&mut r).unwrap();
+        decode_packed::<F>(node, len, &(0..len), (e, f), &mut Vec::new()).unwrap()
+    }
+
+    /// Every row range of every integer path (packed offsets in u32 or u64 lanes, other
+    /// encodings, integers too wide for `from_exact`) decodes bit for bit.
+    fn assert_ranges_round_trip<F: FloatLane>(values: &[F], packed: bool) {
+        let body = <Alp as Encoding<Floats<F>>>::encode(values, Cascade::TOP).unwrap();
+        assert_eq!(takes_packed_path::<F>(&body, values.len()), packed);
+        let n = values.len();
+        for rows in [0..n, 5..2000, 1023..1025, 1500..1501, n - 3..n] {
+            let mut out = Vec::new();
+            <Alp as Encoding<Floats<F>>>::decode(&body, n, rows.clone(), &mut out).unwrap();
+            let bits = |v: &[F]| v.iter().map(|x| x.to_bits64()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&values[rows.clone()]), "rows {rows:?}");
+        }
+    }
+
+    #[test]
+    fn every_integer_path_decodes_bit_for_bit() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n) as i64
+        };
+        // Negative six-decimal coordinates: offsets in u32 lanes.
+        let lat: Vec<f64> = (0..3000)
+            .map(|_| (next(180_000_000) - 90_000_000) as f64 / 1e6)
+            .collect();
+        assert_ranges_round_trip(&lat, true);
+        // Integers of about 2^45: offsets in u64 lanes.
+        let wide: Vec<f64> = (0..3000)
+            .map(|_| (next(1 << 45) - (1 << 44)) as f64 / 1e3)
+            .collect();
+        assert_ranges_round_trip(&wide, true);
+        // Integers past 2^51 convert one by one.
+        let huge: Vec<f64> = (0..3000)
+            .map(|_| (next(1 << 52) + (1 << 52)) as f64)
+            .collect();
+        assert_ranges_round_trip(&huge, false);
+        // A slow walk: the integers cascade into delta, not straight into bit-packing.
+        let mut walk = 1_000_000;
+        let counter: Vec<f64> = (0..3000).map(|i| (i * 3 + next(3)) as f64).collect();
+        assert_ranges_round_trip(&counter, false);
+        let temperatures: Vec<f32> = (0..3000)
+            .map(|_| {
+                walk += next(21) - 10;
+                walk.rem_euclid(600) as f32 / 10.0
+            })
+            .collect();
+        assert_ranges_round_trip(&temperatures, false);
+        // f32 integers past 2^22, and negative ones that fit.
+        let big: Vec<f32> = (0..3000)
+            .map(|_| (next(3_000_000) + 5_000_000) as f32)
+            .collect();
+        assert_ranges_round_trip(&big, false);
+        let small: Vec<f32> = (0..3000)
+            .map(|_| (next(200_000) - 100_000) as f32 / 100.0)
+            .collect();
+        assert_ranges_round_trip(&small, true);
     }
 }

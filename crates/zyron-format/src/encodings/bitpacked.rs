@@ -16,7 +16,7 @@ use crate::predicate::IntMatcher;
 pub struct BitPacked;
 
 /// A lane type the packer works in.
-trait Lane: BitPacking + Copy + Default {
+pub(crate) trait Lane: BitPacking + Copy + Default {
     const BYTES: usize;
     fn lane_from_u64(v: u64) -> Self;
     fn lane_to_u64(self) -> u64;
@@ -87,13 +87,22 @@ fn pack<T: Lane>(values: &[i64], reference: i64, width: u8, out: &mut Vec<u8>) {
 }
 
 /// Parsed header of a bit-packed body.
-struct Packed<'a> {
-    reference: i64,
-    width: u8,
+pub(crate) struct Packed<'a> {
+    pub reference: i64,
+    pub width: u8,
     data: &'a [u8],
 }
 
 impl<'a> Packed<'a> {
+    /// The header of `node` if it is a bit-packed stream node, for decoders (ALP) that turn
+    /// the offsets straight into their own values instead of rebuilding i64s first.
+    pub(crate) fn of_node(node: &'a [u8], len: usize) -> Result<Option<Self>> {
+        match super::split_node(node)? {
+            (EncodingId::BITPACKED, body) => Self::parse(body, len).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     fn parse(body: &'a [u8], len: usize) -> Result<Self> {
         if body.len() < 9 {
             return corrupt("bit-packed header ends early");
@@ -142,8 +151,15 @@ impl<'a> Packed<'a> {
         self.reference.wrapping_add(offset.lane_to_u64() as i64)
     }
 
-    /// Calls `visit(offsets, vector_rows)` for the part of each vector that `rows` covers.
-    fn for_each_vector<T: Lane>(&self, rows: &Range<usize>, mut visit: impl FnMut(&[T])) {
+    /// Calls `visit(offsets)` for the part of each vector that `rows` covers. `T` must be
+    /// `u32` for widths up to 32, else `u64`.
+    pub(crate) fn for_each_vector<T: Lane>(
+        &self,
+        rows: &Range<usize>,
+        mut visit: impl FnMut(&[T]),
+    ) {
+        // Unpacking wider values than the lane holds would read past the packed words.
+        assert!(self.width as usize <= T::BYTES * 8, "lane too narrow");
         let mut words = vec![T::default(); VECTOR_LEN * self.width as usize / (T::BYTES * 8)];
         let mut buf = [T::default(); VECTOR_LEN];
         for v in vectors_of(rows) {
