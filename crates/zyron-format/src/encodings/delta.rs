@@ -11,7 +11,7 @@ use super::{
     Cascade, Encoding, EncodingId, Ints, VECTOR_LEN, decode_stream, encode_stream, read_child,
     vector_count, vectors_of, write_child,
 };
-use crate::error::Result;
+use crate::error::{Result, corrupt};
 use crate::io::{ByteReader, ByteWriter};
 
 pub struct Delta;
@@ -44,24 +44,51 @@ impl Encoding<Ints> for Delta {
         }
         let mut bases = Vec::with_capacity(vectors.len());
         decode_stream::<Ints>(bases_node, vector_count(len), vectors.clone(), &mut bases)?;
-        // All the deltas of the touched vectors in one call: children such as run-length parse
-        // their whole header per call, so one call per vector would cost quadratic time.
-        // Decoded in place at the end of `out`: a full scan copies nothing; a range that starts
-        // inside a vector drops that vector's leading values afterwards.
-        let span = vectors.start * VECTOR_LEN..(vectors.end * VECTOR_LEN).min(len);
+        if bases.len() != vectors.len() {
+            return corrupt("delta bases decode to the wrong number of values");
+        }
+        let vector_rows = |v: usize| v * VECTOR_LEN..((v + 1) * VECTOR_LEN).min(len);
+        let mut whole = vectors.clone();
+        let head = rows.start - vectors.start * VECTOR_LEN;
+        if head > 0 {
+            // A range that starts inside a vector: that vector is summed aside and only its
+            // wanted tail copied, so the values after it never move.
+            let first = vector_rows(vectors.start);
+            let mut sums = Vec::with_capacity(first.len());
+            decode_stream::<Ints>(deltas_node, len, first.clone(), &mut sums)?;
+            if sums.len() != first.len() {
+                return corrupt("delta vector decodes to the wrong number of values");
+            }
+            prefix_sum(&mut sums, bases[0]);
+            out.extend_from_slice(&sums[head..rows.end.min(first.end) - first.start]);
+            whole.start += 1;
+        }
+        if whole.is_empty() {
+            return Ok(());
+        }
+        // All the deltas of the remaining vectors in one call: children such as run-length
+        // parse their whole header per call, so one call per vector would cost quadratic time.
+        // Summed in place at the end of `out`, so a full scan copies nothing.
+        let span = whole.start * VECTOR_LEN..vector_rows(whole.end - 1).end;
         let first = out.len();
         out.reserve(span.len());
         decode_stream::<Ints>(deltas_node, len, span.clone(), out)?;
+        let bases = &bases[whole.start - vectors.start..];
         for (chunk, base) in out[first..].chunks_mut(VECTOR_LEN).zip(bases) {
-            let mut acc = base;
-            chunk[0] = acc;
-            for d in &mut chunk[1..] {
-                acc = acc.wrapping_add(*d);
-                *d = acc;
-            }
+            prefix_sum(chunk, *base);
         }
         out.truncate(first + rows.end - span.start);
-        out.drain(first..first + rows.start - span.start);
         Ok(())
+    }
+}
+
+/// Turns one vector's deltas into values: the first is `base` (its delta is 0), each next
+/// one adds its delta.
+fn prefix_sum(vector: &mut [i64], base: i64) {
+    let mut acc = base;
+    vector[0] = acc;
+    for d in &mut vector[1..] {
+        acc = acc.wrapping_add(*d);
+        *d = acc;
     }
 }

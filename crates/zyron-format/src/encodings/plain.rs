@@ -88,10 +88,16 @@ pub(crate) fn ends_for_rows(
     rows: &Range<usize>,
     data_len: usize,
 ) -> Result<(usize, Vec<i64>)> {
-    let mut ends = Vec::with_capacity(rows.len() + 1);
-    let first = rows.start.saturating_sub(1);
-    decode_stream::<Ints>(ends_node, len, first..rows.end, &mut ends)?;
-    let start = if rows.start == 0 { 0 } else { ends.remove(0) };
+    // The end before the first row is its start. Decoded on its own: decoding it with the
+    // rows and removing it would move every end.
+    let mut start = 0;
+    if rows.start > 0 {
+        let mut before = Vec::with_capacity(1);
+        decode_stream::<Ints>(ends_node, len, rows.start - 1..rows.start, &mut before)?;
+        start = before[0];
+    }
+    let mut ends = Vec::with_capacity(rows.len());
+    decode_stream::<Ints>(ends_node, len, rows.clone(), &mut ends)?;
     let mut previous = start;
     for &end in &ends {
         if end < previous || end as u64 > data_len as u64 {
