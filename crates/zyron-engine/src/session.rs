@@ -82,6 +82,9 @@ pub struct PreparedStatement {
     /// Bind needs them; walking the plan for them cost more than running a
     /// point statement).
     parameter_types: Vec<Option<DataType>>,
+    /// Whether the statement has a point statement's shape (`heap::is_point_shape`),
+    /// worked out once instead of at every execution.
+    point_shape: bool,
 }
 
 impl PreparedStatement {
@@ -212,7 +215,7 @@ impl Session {
         let count = statements.len();
         let mut results = Vec::with_capacity(count);
         for (index, parsed) in statements.into_iter().enumerate() {
-            match self.execute_parsed(&parsed, None).await {
+            match self.execute_parsed(&parsed, None, None).await {
                 Ok(result) if index + 1 < count => match materialize(result).await {
                     Ok(result) => results.push(result),
                     Err(error) => return (results, Some(self.fail(error))),
@@ -239,8 +242,13 @@ impl Session {
             Some(Parsed::DataFusion(statement)) => Some(self.plan(statement.clone()).await?),
             _ => None,
         };
+        let point_shape = match &parsed {
+            Some(Parsed::DataFusion(statement)) => heap::is_point_shape(statement),
+            _ => false,
+        };
         Ok(PreparedStatement {
             sql: sql.to_owned(),
+            point_shape,
             parsed,
             parameter_types: PreparedStatement::infer_parameter_types(described_plan.as_ref()),
             described_plan,
@@ -257,14 +265,20 @@ impl Session {
             .map(|p| coerce_params(p, prepared.parameter_types()))
             .transpose()?;
         match &prepared.parsed {
-            Some(parsed) => self.execute_parsed(parsed, params).await,
+            Some(parsed) => {
+                self.execute_parsed(parsed, Some(prepared.point_shape), params)
+                    .await
+            }
             None => Ok(StatementResult::Command(CommandTag::new(""))),
         }
     }
 
+    /// `point_shape`: whether the statement is known to have a point
+    /// statement's shape (`None`: not worked out yet).
     async fn execute_parsed(
         &mut self,
         parsed: &Parsed,
+        point_shape: Option<bool>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         if self.block == Block::Failed && !ends_block(parsed) {
@@ -275,7 +289,10 @@ impl Session {
         }
         let outcome = match parsed {
             Parsed::Utility(utility) => self.execute_utility(utility).await,
-            Parsed::DataFusion(statement) => self.run_in_transaction(statement, params).await,
+            Parsed::DataFusion(statement) => {
+                self.run_in_transaction(statement, point_shape, params)
+                    .await
+            }
         };
         outcome.map_err(|error| self.fail(error))
     }
@@ -285,10 +302,11 @@ impl Session {
     async fn run_in_transaction(
         &mut self,
         statement: &DfStatement,
+        point_shape: Option<bool>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         self.txn.begin_statement(self.isolation()).await;
-        let result = self.execute_statement(statement, params).await;
+        let result = self.execute_statement(statement, point_shape, params).await;
         if self.block != Block::Idle {
             return result;
         }
@@ -334,7 +352,7 @@ impl Session {
         else {
             return Err(ZyronError::internal(format!("not a query: {query}")));
         };
-        let result = Box::pin(self.run_in_transaction(&statement, None)).await?;
+        let result = Box::pin(self.run_in_transaction(&statement, None, None)).await?;
         if let StatementResult::Rows { mut stream, .. } = result {
             while let Some(batch) = stream.next().await {
                 batch.map_err(to_zyron_error)?;
@@ -362,9 +380,13 @@ impl Session {
     async fn execute_statement(
         &mut self,
         statement: &DfStatement,
+        point_shape: Option<bool>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
-        if let Some(result) = self.execute_point(statement, params.as_ref()).await? {
+        if let Some(result) = self
+            .execute_point(statement, point_shape, params.as_ref())
+            .await?
+        {
             return Ok(result);
         }
         let mut statement = statement.clone();
@@ -466,10 +488,11 @@ impl Session {
     async fn execute_point(
         &self,
         statement: &DfStatement,
+        point_shape: Option<bool>,
         params: Option<&ParamValues>,
     ) -> Result<Option<StatementResult>> {
         let config = self.ctx.state_ref().read().config_options().clone();
-        let outcome = heap::execute_point(statement, params, config, &self.txn)
+        let outcome = heap::execute_point(statement, point_shape, params, config, &self.txn)
             .await
             .map_err(to_zyron_error)?;
         Ok(match outcome {

@@ -27,7 +27,7 @@ pub use ddl::{
     CreateTableExtras, alter_add_primary_key, create_table, drop_tables, extract_create_extras,
     truncate_tables,
 };
-pub use point::{Outcome as PointOutcome, execute as execute_point};
+pub use point::{Outcome as PointOutcome, execute as execute_point, is_point_shape};
 pub use provider::HeapTableProvider;
 pub use schema::{HeapSchema, SharedTables};
 pub use write::guard_dml_input;

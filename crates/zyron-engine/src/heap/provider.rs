@@ -198,11 +198,12 @@ impl TableProvider for HeapTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
+        let checks = write::Checks::compile(&compile, &self.table, &self.checks)?;
         let count = write::update(
             &compile,
             &self.table,
             self.session()?,
-            &self.checks,
+            &checks,
             assignments,
             filters,
         )

@@ -379,11 +379,14 @@ pub async fn delete(
     Ok(count)
 }
 
+/// `compile` turns the assignments and filters into physical expressions; `checks` are the
+/// table's CHECK constraints, compiled by the caller (which may have prepared the assignments
+/// and filters already, and then compiles them without preparing them again).
 pub async fn update(
     compile: Compile<'_>,
     table: &Arc<HeapTable>,
     session: &SessionTxn,
-    checks: &[Check],
+    checks: &Checks,
     assignments: Vec<(String, Expr)>,
     filters: Vec<Expr>,
 ) -> Result<u64> {
@@ -407,7 +410,6 @@ pub async fn update(
         .primary_key
         .iter()
         .any(|c| assigned[*c].is_some());
-    let checks = Checks::compile(compile, table, checks)?;
     let predicate = compile_filters(compile, table, &filters)?;
     let new_rows = |batch: &RecordBatch| -> Result<RecordBatch> {
         let columns = assigned
