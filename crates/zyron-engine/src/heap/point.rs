@@ -479,7 +479,7 @@ impl Point<'_> {
         };
         let filter = self.compiler.prepare(filter, &schema)?;
         // Anything but a boolean (`WHERE v` on an integer) goes to the
-        // planner, which rejects it with the error PostgreSQL gives.
+        // planner, which rejects it with a clear error.
         match filter.get_type(&schema)? {
             DataType::Boolean => Ok(Some(vec![filter])),
             _ => Ok(None),
@@ -793,15 +793,15 @@ impl Translator<'_> {
 
 /// Whether coercion and simplification would leave `expr` as it is, so that
 /// [`Compiler::prepare`] may skip them; they were a tenth of the server's CPU
-/// under pgbench, whose point statements are all of this kind. True for
-/// columns and non-NULL literals, compared with an operand of the same type
-/// (integers, floats, text, dates: the simplifier rewrites `b = true` to
-/// `b`) or combined with one by `+ - *`
-/// (integers and floats), and AND/OR of such
-/// comparisons, where no operator has two literals. Skipping is exact:
-/// same-typed operands get no cast, and with no NULL and no operator on
-/// literals alone there is nothing to fold (`x = 5` stays the form
-/// [`key_lookup`] reads).
+/// under pgbench, whose point statements are all of this kind.
+///
+/// True for columns and non-NULL literals, compared with an operand of the
+/// same type (integers, floats, text, dates; not booleans, as the simplifier
+/// rewrites `b = true` to `b`) or combined with one by `+ - *` (integers and
+/// floats), and AND/OR of those, where no operator has two literals.
+/// Skipping is exact: same-typed operands get no cast, and with no NULL and
+/// no operator on literals alone there is nothing to fold (`x = 5` stays the
+/// form [`key_lookup`] reads).
 fn needs_no_preparation(expr: &Expr, schema: &DFSchema) -> bool {
     match expr {
         Expr::Column(_) => true,
