@@ -33,6 +33,7 @@ pub mod external;
 pub mod heap;
 pub mod lake;
 mod leaf_exec;
+mod parse_cache;
 mod session;
 mod settings;
 mod statement;

@@ -21,6 +21,7 @@ use zyron_txn::Isolation;
 use crate::errors::to_zyron_error;
 use crate::heap::{self, SessionTxn};
 use crate::lake;
+use crate::parse_cache::{ParseCache, Template};
 use crate::settings::Settings;
 use crate::statement::{self, CommandTag, Parsed, Utility};
 
@@ -145,6 +146,8 @@ pub struct Session {
     copy_in: Option<crate::copy_in::CopyIn>,
     /// External tables, remembered across restarts.
     external: Arc<crate::external::ExternalCatalog>,
+    /// Point statements sent as text, parsed once per shape.
+    parse_cache: ParseCache,
 }
 
 impl Session {
@@ -165,6 +168,7 @@ impl Session {
             block_isolation: None,
             copy_in: None,
             external,
+            parse_cache: ParseCache::default(),
         }
     }
 
@@ -208,14 +212,14 @@ impl Session {
         &mut self,
         sql: &str,
     ) -> (Vec<StatementResult>, Option<ZyronError>) {
-        let statements = match statement::parse(sql) {
-            Ok(statements) => statements,
+        let (statements, point_shape) = match self.parse_script(sql) {
+            Ok(parsed) => parsed,
             Err(error) => return (Vec::new(), Some(self.fail(error))),
         };
         let count = statements.len();
         let mut results = Vec::with_capacity(count);
         for (index, parsed) in statements.into_iter().enumerate() {
-            match self.execute_parsed(&parsed, None, None).await {
+            match self.execute_parsed(&parsed, point_shape, None).await {
                 Ok(result) if index + 1 < count => match materialize(result).await {
                     Ok(result) => results.push(result),
                     Err(error) => return (results, Some(self.fail(error))),
@@ -225,6 +229,23 @@ impl Session {
             }
         }
         (results, None)
+    }
+
+    /// Splits `sql` into statements; for a lone point statement also says so (`Some(true)`),
+    /// taking its parse from the [`ParseCache`] where a statement of its shape was parsed.
+    fn parse_script(&mut self, sql: &str) -> Result<(Vec<Parsed>, Option<bool>)> {
+        let template = Template::of(sql);
+        if let Some(statement) = template.as_ref().and_then(|t| self.parse_cache.get(t)) {
+            return Ok((vec![Parsed::DataFusion(statement)], Some(true)));
+        }
+        let statements = statement::parse(sql)?;
+        if let (Some(template), [Parsed::DataFusion(statement)]) = (template, &statements[..]) {
+            if heap::is_point_shape(statement) {
+                self.parse_cache.remember(template, statement);
+                return Ok((statements, Some(true)));
+            }
+        }
+        Ok((statements, None))
     }
 
     /// Parses and describes one statement for the extended protocol.

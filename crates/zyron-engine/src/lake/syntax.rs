@@ -40,6 +40,9 @@ pub enum LakeStatement {
 /// which the SQL parser then reads). Errors are for statements that are
 /// recognisably lake statements but malformed.
 pub fn parse(sql: &str) -> Option<Result<LakeStatement>> {
+    if !may_be_lake_statement(sql) {
+        return None;
+    }
     let text = sql.trim().trim_end_matches(';').trim_end();
     // One statement only: in `OPTIMIZE t ZORDER BY (x); DELETE ...` the
     // keys must not run on into the next statement.
@@ -75,6 +78,22 @@ pub fn parse(sql: &str) -> Option<Result<LakeStatement>> {
         _ => return None,
     };
     Some(statement)
+}
+
+/// Whether `sql` begins with a word a lake statement begins with, or with a comment. Every
+/// statement passes here, and most are not lake statements: this spares them the tokenizer.
+fn may_be_lake_statement(sql: &str) -> bool {
+    let text = sql.trim_start();
+    if text.starts_with("--") || text.starts_with("/*") {
+        return true;
+    }
+    let first = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default();
+    ["optimize", "alter", "vacuum"]
+        .iter()
+        .any(|word| first.eq_ignore_ascii_case(word))
 }
 
 /// `ALTER TABLE <table> ...` forms that are lake statements.
@@ -244,6 +263,15 @@ mod tests {
             query("VACUUM t RETAIN 0 HOURS DRY RUN"),
             "SELECT * FROM lake_vacuum('t', '0', 'true')"
         );
+        // The first-word check lets leading whitespace and comments through.
+        assert_eq!(
+            query("  /* nightly */ -- compact\n OPTIMIZE events"),
+            "SELECT * FROM lake_optimize('events')"
+        );
+        assert_eq!(
+            query("\n\tVacuum t RETAIN 1 HOURS"),
+            "SELECT * FROM lake_vacuum('t', '1', 'false')"
+        );
     }
 
     #[test]
@@ -257,6 +285,9 @@ mod tests {
             "VACUUM",
             "VACUUM t",
             "VACUUM ANALYZE t",
+            "OPTIMIZED t",
+            "altered t",
+            "UPDATE optimize SET x = 1",
         ] {
             assert_eq!(parse(sql), None, "{sql}");
         }
