@@ -11,7 +11,7 @@
 //!
 //! A page is not synchronised; the table keeps each behind a lock.
 
-use zyron_txn::Snapshot;
+use zyron_txn::{OPEN, Snapshot};
 
 /// Slots (row chains) per page.
 pub const PAGE_SLOTS: usize = 1024;
@@ -58,6 +58,8 @@ pub struct Removed {
     /// bytes stay readable through [`Page::row`] until the page is next
     /// changed).
     pub emptied_by: Option<Version>,
+    /// Whether a version kept has an end (it may be garbage later).
+    pub kept_ended: bool,
 }
 
 #[derive(Debug)]
@@ -70,6 +72,10 @@ pub struct Page {
     bytes: Vec<u8>,
     /// Bytes in `bytes` that no version refers to any more.
     dead_bytes: usize,
+    /// Whether some version may have an end: set by every change that can end one,
+    /// cleared by a garbage pass that leaves only open versions. A table of a million rows
+    /// with a few updated pages is then swept page by page, not version by version.
+    may_hold_garbage: bool,
 }
 
 impl Default for Page {
@@ -86,6 +92,7 @@ impl Page {
             free: NONE,
             bytes: Vec::new(),
             dead_bytes: 0,
+            may_hold_garbage: false,
         }
     }
 
@@ -108,6 +115,7 @@ impl Page {
     }
 
     pub fn newest_mut(&mut self, slot: usize) -> Option<&mut Version> {
+        self.may_hold_garbage = true;
         self.versions.get_mut(self.heads[slot] as usize)
     }
 
@@ -130,6 +138,9 @@ impl Page {
         if self.bytes.len() + row.len() > self.bytes.capacity() {
             // About to grow: reuse dead space instead, if there is enough.
             self.compact_if_half_dead();
+        }
+        if end != OPEN || !self.is_empty(slot) {
+            self.may_hold_garbage = true;
         }
         let offset = self.bytes.len() as u64;
         self.bytes.extend_from_slice(row);
@@ -154,6 +165,7 @@ impl Page {
 
     /// Runs `f` on the versions of `slot`, newest first, until it returns false.
     pub fn visit_mut_while(&mut self, slot: usize, mut f: impl FnMut(&mut Version) -> bool) {
+        self.may_hold_garbage = true;
         let mut at = self.heads[slot];
         while let Some(version) = self.versions.get_mut(at as usize) {
             if !f(version) {
@@ -180,6 +192,7 @@ impl Page {
                 removed.row_bytes += version.len();
                 removed.emptied_by = Some(version);
             } else {
+                removed.kept_ended |= version.end != OPEN;
                 previous = at;
             }
             at = version.next;
@@ -188,6 +201,18 @@ impl Page {
             removed.emptied_by = None;
         }
         removed
+    }
+
+    /// Whether a garbage pass has anything to look at: false when every version is open
+    /// (never updated or deleted) since the last pass.
+    pub fn may_hold_garbage(&self) -> bool {
+        self.may_hold_garbage
+    }
+
+    /// Ends a garbage pass over every slot: `kept_ended` is whether any
+    /// [`Removed::kept_ended`] of the pass was.
+    pub fn garbage_pass_done(&mut self, kept_ended: bool) {
+        self.may_hold_garbage = kept_ended;
     }
 
     /// Row bytes of every version in the page.
@@ -253,6 +278,28 @@ mod tests {
 
     fn rows(page: &Page, slot: usize) -> Vec<Vec<u8>> {
         page.chain(slot).map(|v| page.row(v).to_vec()).collect()
+    }
+
+    #[test]
+    fn only_changes_that_can_end_a_version_mark_the_page() {
+        let mut page = Page::new();
+        page.push_front(0, 1, OPEN, b"a");
+        page.push_front(1, 1, OPEN, b"b");
+        assert!(!page.may_hold_garbage(), "inserts end nothing");
+        page.newest_mut(0).unwrap().end = 2;
+        assert!(page.may_hold_garbage());
+        // The pass keeps the ended version (a snapshot needs it): the page stays marked.
+        let kept = page.remove_where(0, |_| false);
+        page.garbage_pass_done(kept.kept_ended);
+        assert!(page.may_hold_garbage());
+        let removed = page.remove_where(0, |v| v.end == 2);
+        page.garbage_pass_done(removed.kept_ended);
+        assert!(!page.may_hold_garbage(), "only open versions are left");
+        page.push_front(1, 3, OPEN, b"b2");
+        assert!(page.may_hold_garbage(), "a new version on an old one");
+        page.garbage_pass_done(false);
+        page.visit_mut_while(1, |_| false);
+        assert!(page.may_hold_garbage());
     }
 
     #[test]
