@@ -58,8 +58,6 @@ pub struct Removed {
     /// bytes stay readable through [`Page::row`] until the page is next
     /// changed).
     pub emptied_by: Option<Version>,
-    /// Whether a version kept has an end (it may be garbage later).
-    pub kept_ended: bool,
 }
 
 #[derive(Debug)]
@@ -72,11 +70,13 @@ pub struct Page {
     bytes: Vec<u8>,
     /// Bytes in `bytes` that no version refers to any more.
     dead_bytes: usize,
-    /// Whether some version may have an end: set by every change that can end one,
-    /// cleared by a garbage pass that leaves only open versions. A table of a million rows
-    /// with a few updated pages is then swept page by page, not version by version.
-    may_hold_garbage: bool,
+    /// One bit per slot: a version of the slot may have ended. Set by every change that can
+    /// end one, cleared by a garbage pass that leaves the slot only open versions, so that
+    /// a pass's work follows the updates since the last one rather than the table's size.
+    marked: [u64; MARK_WORDS],
 }
+
+const MARK_WORDS: usize = PAGE_SLOTS / 64;
 
 impl Default for Page {
     fn default() -> Self {
@@ -92,7 +92,7 @@ impl Page {
             free: NONE,
             bytes: Vec::new(),
             dead_bytes: 0,
-            may_hold_garbage: false,
+            marked: [0; MARK_WORDS],
         }
     }
 
@@ -115,7 +115,7 @@ impl Page {
     }
 
     pub fn newest_mut(&mut self, slot: usize) -> Option<&mut Version> {
-        self.may_hold_garbage = true;
+        self.mark(slot);
         self.versions.get_mut(self.heads[slot] as usize)
     }
 
@@ -140,7 +140,7 @@ impl Page {
             self.compact_if_half_dead();
         }
         if end != OPEN || !self.is_empty(slot) {
-            self.may_hold_garbage = true;
+            self.mark(slot);
         }
         let offset = self.bytes.len() as u64;
         self.bytes.extend_from_slice(row);
@@ -165,7 +165,7 @@ impl Page {
 
     /// Runs `f` on the versions of `slot`, newest first, until it returns false.
     pub fn visit_mut_while(&mut self, slot: usize, mut f: impl FnMut(&mut Version) -> bool) {
-        self.may_hold_garbage = true;
+        self.mark(slot);
         let mut at = self.heads[slot];
         while let Some(version) = self.versions.get_mut(at as usize) {
             if !f(version) {
@@ -175,9 +175,11 @@ impl Page {
         }
     }
 
-    /// Removes the versions of `slot` that `dead` picks.
+    /// Removes the versions of `slot` that `dead` picks; unmarks the slot if every version
+    /// left is open.
     pub fn remove_where(&mut self, slot: usize, dead: impl Fn(&Version) -> bool) -> Removed {
         let mut removed = Removed::default();
+        let mut kept_ended = false;
         let mut previous = NONE;
         let mut at = self.heads[slot];
         while let Some(&version) = self.versions.get(at as usize) {
@@ -192,7 +194,7 @@ impl Page {
                 removed.row_bytes += version.len();
                 removed.emptied_by = Some(version);
             } else {
-                removed.kept_ended |= version.end != OPEN;
+                kept_ended |= version.end != OPEN;
                 previous = at;
             }
             at = version.next;
@@ -200,19 +202,28 @@ impl Page {
         if !self.is_empty(slot) {
             removed.emptied_by = None;
         }
+        if !kept_ended {
+            self.marked[slot / 64] &= !(1 << (slot % 64));
+        }
         removed
     }
 
-    /// Whether a garbage pass has anything to look at: false when every version is open
-    /// (never updated or deleted) since the last pass.
-    pub fn may_hold_garbage(&self) -> bool {
-        self.may_hold_garbage
+    fn mark(&mut self, slot: usize) {
+        self.marked[slot / 64] |= 1 << (slot % 64);
     }
 
-    /// Ends a garbage pass over every slot: `kept_ended` is whether any
-    /// [`Removed::kept_ended`] of the pass was.
-    pub fn garbage_pass_done(&mut self, kept_ended: bool) {
-        self.may_hold_garbage = kept_ended;
+    /// The slots a garbage pass must look at, in order: those where a version may have
+    /// ended since a pass last found only open versions there.
+    pub fn marked_slots(&self) -> impl Iterator<Item = usize> + use<> {
+        let marked = self.marked;
+        (0..MARK_WORDS).flat_map(move |w| {
+            let mut bits = marked[w];
+            std::iter::from_fn(move || {
+                let bit = (bits != 0).then(|| bits.trailing_zeros() as usize)?;
+                bits &= bits - 1;
+                Some(w * 64 + bit)
+            })
+        })
     }
 
     /// Row bytes of every version in the page.
@@ -281,25 +292,26 @@ mod tests {
     }
 
     #[test]
-    fn only_changes_that_can_end_a_version_mark_the_page() {
+    fn only_changes_that_can_end_a_version_mark_their_slot() {
         let mut page = Page::new();
-        page.push_front(0, 1, OPEN, b"a");
-        page.push_front(1, 1, OPEN, b"b");
-        assert!(!page.may_hold_garbage(), "inserts end nothing");
-        page.newest_mut(0).unwrap().end = 2;
-        assert!(page.may_hold_garbage());
-        // The pass keeps the ended version (a snapshot needs it): the page stays marked.
-        let kept = page.remove_where(0, |_| false);
-        page.garbage_pass_done(kept.kept_ended);
-        assert!(page.may_hold_garbage());
-        let removed = page.remove_where(0, |v| v.end == 2);
-        page.garbage_pass_done(removed.kept_ended);
-        assert!(!page.may_hold_garbage(), "only open versions are left");
-        page.push_front(1, 3, OPEN, b"b2");
-        assert!(page.may_hold_garbage(), "a new version on an old one");
-        page.garbage_pass_done(false);
-        page.visit_mut_while(1, |_| false);
-        assert!(page.may_hold_garbage());
+        let marked = |page: &Page| page.marked_slots().collect::<Vec<_>>();
+        for slot in [0, 1, 64, 1023] {
+            page.push_front(slot, 1, OPEN, b"a");
+        }
+        assert_eq!(marked(&page), Vec::<usize>::new(), "inserts end nothing");
+        page.newest_mut(64).unwrap().end = 2;
+        page.newest_mut(1023).unwrap().end = 2;
+        assert_eq!(marked(&page), [64, 1023]);
+        // The pass keeps the ended version (a snapshot needs it): the slot stays marked.
+        page.remove_where(64, |_| false);
+        assert_eq!(marked(&page), [64, 1023]);
+        let removed = page.remove_where(64, |v| v.end == 2);
+        assert_eq!(removed.versions, 1);
+        assert_eq!(marked(&page), [1023], "only open versions are left in 64");
+        page.push_front(1, 3, OPEN, b"b");
+        page.visit_mut_while(0, |_| false);
+        page.push_front(5, 3, 4, b"c");
+        assert_eq!(marked(&page), [0, 1, 5, 1023]);
     }
 
     #[test]

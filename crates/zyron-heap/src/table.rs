@@ -120,8 +120,8 @@ pub enum Change {
 /// What garbage collection found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GcStats {
-    /// Versions of the pages looked at: those where a version may have ended since the
-    /// last pass (see [`crate::page::Page::may_hold_garbage`]).
+    /// Versions of the slots looked at: those where a version may have ended since the
+    /// last pass (see [`crate::page::Page::marked_slots`]).
     pub versions_examined: u64,
     pub versions_removed: u64,
     pub slots_freed: u64,
@@ -566,8 +566,8 @@ impl HeapTable {
     }
 
     /// Removes versions no snapshot can see: those whose `end` is a commit
-    /// timestamp at or below `horizon`. Frees slots left empty. Pages where no version
-    /// has ended since the last pass are skipped.
+    /// timestamp at or below `horizon`. Frees slots left empty. Looks only at slots where a
+    /// version may have ended since the last pass.
     pub fn collect_garbage(&self, horizon: u64) -> GcStats {
         let mut stats = GcStats::default();
         let mut emptied = Vec::new();
@@ -576,13 +576,8 @@ impl HeapTable {
         let dead = |v: &Version| v.end & TXN_FLAG == 0 && v.end <= horizon;
         for (p, page) in pages.iter().enumerate() {
             let mut page = page.write().unwrap_or_else(|p| p.into_inner());
-            if !page.may_hold_garbage() {
-                continue;
-            }
-            let mut kept_ended = false;
-            for i in 0..PAGE_SLOTS {
+            for i in page.marked_slots() {
                 let removed = page.remove_where(i, dead);
-                kept_ended |= removed.kept_ended;
                 stats.versions_examined += removed.examined;
                 stats.versions_removed += removed.versions;
                 freed_bytes +=
@@ -592,7 +587,6 @@ impl HeapTable {
                     emptied.push(((p * PAGE_SLOTS + i) as u64, page.row(&oldest).to_vec()));
                 }
             }
-            page.garbage_pass_done(kept_ended);
             page.compact_if_half_dead();
         }
         self.memory.release(freed_bytes);
