@@ -60,6 +60,28 @@ pub struct Removed {
     pub emptied_by: Option<Version>,
 }
 
+/// The marked slots of a page, from a copy of its marks (see [`Page::marked_slots`]).
+pub struct MarkedSlots {
+    words: [u64; MARK_WORDS],
+    word: usize,
+}
+
+impl Iterator for MarkedSlots {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while let Some(bits) = self.words.get_mut(self.word) {
+            if *bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                *bits &= *bits - 1;
+                return Some(self.word * 64 + bit);
+            }
+            self.word += 1;
+        }
+        None
+    }
+}
+
 #[derive(Debug)]
 pub struct Page {
     /// The newest version of each slot's chain, or `NONE`.
@@ -214,16 +236,11 @@ impl Page {
 
     /// The slots a garbage pass must look at, in order: those where a version may have
     /// ended since a pass last found only open versions there.
-    pub fn marked_slots(&self) -> impl Iterator<Item = usize> + use<> {
-        let marked = self.marked;
-        (0..MARK_WORDS).flat_map(move |w| {
-            let mut bits = marked[w];
-            std::iter::from_fn(move || {
-                let bit = (bits != 0).then(|| bits.trailing_zeros() as usize)?;
-                bits &= bits - 1;
-                Some(w * 64 + bit)
-            })
-        })
+    pub fn marked_slots(&self) -> MarkedSlots {
+        MarkedSlots {
+            words: self.marked,
+            word: 0,
+        }
     }
 
     /// Row bytes of every version in the page.
