@@ -101,10 +101,10 @@ impl ParseCache {
         let DfStatement::Statement(inner) = &mut statement else {
             return None;
         };
-        let _ = VisitMut::visit(inner.as_mut(), &mut put);
-        // Same key, so the same tree: every literal has its place.
-        debug_assert_eq!(put.next, template.literals.len());
-        Some(statement)
+        let filled = VisitMut::visit(inner.as_mut(), &mut put).is_continue();
+        // Same key, so the same tree: every literal has its place. Were one left over, the
+        // tree would not be the text's, so the caller parses instead.
+        (filled && put.next == template.literals.len()).then_some(statement)
     }
 
     /// Remembers `statement`, which `template`'s text parsed to, if each of its literal
@@ -305,6 +305,12 @@ mod tests {
         );
         cache.remember(template(), &parse_one("SELECT a FROM t WHERE k = '1'"));
         assert!(cache.get(&template()).is_none());
+        // Were a remembered tree to have fewer places than its key has literals, the cache
+        // answers nothing (and the caller parses) rather than a tree missing a literal.
+        let two = Template::of("SELECT a FROM t WHERE k = 1 AND j = 2").unwrap();
+        let one = parse_one("SELECT a FROM t WHERE k = 1 AND j = k");
+        cache.entries.insert(two.key.clone(), one);
+        assert!(cache.get(&two).is_none());
     }
 
     #[test]
