@@ -575,19 +575,18 @@ impl HeapTable {
         let mut freed_bytes = 0usize;
         let dead = |v: &Version| v.end & TXN_FLAG == 0 && v.end <= horizon;
         for (p, page) in pages.iter().enumerate() {
-            let mut page = page.write().unwrap_or_else(|p| p.into_inner());
-            for i in page.marked_slots() {
-                let removed = page.remove_where(i, dead);
-                stats.versions_examined += removed.examined;
-                stats.versions_removed += removed.versions;
-                freed_bytes +=
-                    removed.row_bytes + removed.versions as usize * VERSION_OVERHEAD_BYTES;
-                if let Some(oldest) = removed.emptied_by {
-                    // The slot goes; freeing its key needs a row of it.
-                    emptied.push(((p * PAGE_SLOTS + i) as u64, page.row(&oldest).to_vec()));
-                }
-            }
-            page.compact_if_half_dead();
+            let collected = page
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .collect(dead);
+            stats.versions_examined += collected.examined;
+            stats.versions_removed += collected.versions;
+            freed_bytes +=
+                collected.row_bytes + collected.versions as usize * VERSION_OVERHEAD_BYTES;
+            // An emptied slot goes; freeing its key needs a row of it.
+            emptied.extend(
+                (collected.emptied.into_iter()).map(|(i, row)| ((p * PAGE_SLOTS + i) as u64, row)),
+            );
         }
         self.memory.release(freed_bytes);
         if !emptied.is_empty() {
