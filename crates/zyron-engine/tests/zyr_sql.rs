@@ -71,6 +71,27 @@ fn copy_read_external_table_pushdown_and_statistics() {
             explain.contains("ZyrScanExec") && explain.contains("predicates=1"),
             "{explain}"
         );
+        // EXPLAIN ANALYZE shows the reader's work. Ids were written in order, so the zone maps
+        // leave only the first vector of 1,024 ids for `id < 100`.
+        let analyzed =
+            plan_text(&rows(&mut s, "EXPLAIN ANALYZE SELECT id FROM z WHERE id < 100").await);
+        let metric = |name: &str| -> u64 {
+            let at = [" ", "["]
+                .iter()
+                .find_map(|before| analyzed.find(&format!("{before}{name}=")))
+                .unwrap_or_else(|| panic!("no {name} in {analyzed}"));
+            let digits = &analyzed[at + name.len() + 2..];
+            let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap();
+            digits[..end].parse().unwrap()
+        };
+        assert_eq!(metric("output_rows"), 99, "{analyzed}");
+        assert_eq!(metric("vectors"), 200_000_u64.div_ceil(1024), "{analyzed}");
+        assert_eq!(
+            metric("vectors_pruned"),
+            metric("vectors") - 1,
+            "{analyzed}"
+        );
+        assert_eq!(metric("blocks_pruned") + 1, metric("blocks"), "{analyzed}");
 
         // COUNT, MIN and MAX come from the file's statistics: no scan in the plan.
         let explain =
