@@ -140,37 +140,44 @@ impl<'a> Parts<'a> {
     }
 }
 
-fn codes_for<K: std::hash::Hash + Eq + Copy>(
-    keys: impl Iterator<Item = K>,
-    sorted: &[K],
-) -> Vec<i64> {
-    let index: HashMap<K, i64> = sorted
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (*k, i as i64))
-        .collect();
-    keys.map(|k| index[&k]).collect()
-}
-
-fn distinct<K: std::hash::Hash + Eq + Copy>(
-    keys: impl Iterator<Item = K>,
+/// Sorted distinct values of `keys` and each key's code (its rank among them), in one hash
+/// per key: codes are first given in order of first appearance, then renumbered by rank.
+/// `None` once more than `max` distinct values appear. foldhash, seeded per process, is the
+/// hasher: SipHash was a fifth of a lineitem write, and a fixed seed would let crafted input
+/// pile keys into one bucket.
+fn sorted_dictionary<K: std::hash::Hash + Eq + Copy>(
+    keys: impl ExactSizeIterator<Item = K>,
     max: usize,
-) -> Option<Vec<K>> {
-    let mut seen = std::collections::HashSet::new();
+    mut order: impl FnMut(&K, &K) -> std::cmp::Ordering,
+) -> Option<(Vec<K>, Vec<i64>)> {
+    let mut index: HashMap<K, u32, foldhash::fast::RandomState> = HashMap::default();
+    let mut first_seen: Vec<K> = Vec::new();
+    let mut codes: Vec<i64> = Vec::with_capacity(keys.len());
     for k in keys {
-        if seen.insert(k) && seen.len() > max {
-            return None;
+        let next = first_seen.len() as u32;
+        let code = *index.entry(k).or_insert(next);
+        if code == next {
+            if first_seen.len() == max {
+                return None;
+            }
+            first_seen.push(k);
         }
+        codes.push(i64::from(code));
     }
-    Some(seen.into_iter().collect())
+    let mut by_rank: Vec<u32> = (0..first_seen.len() as u32).collect();
+    by_rank.sort_unstable_by(|a, b| order(&first_seen[*a as usize], &first_seen[*b as usize]));
+    let mut rank = vec![0i64; first_seen.len()];
+    for (r, code) in by_rank.iter().enumerate() {
+        rank[*code as usize] = r as i64;
+    }
+    codes.iter_mut().for_each(|c| *c = rank[*c as usize]);
+    let sorted = by_rank.iter().map(|c| first_seen[*c as usize]).collect();
+    Some((sorted, codes))
 }
 
 impl DictionaryDomain for Ints {
     fn build(values: &[i64], max: usize) -> Option<(Vec<i64>, Vec<i64>)> {
-        let mut dictionary = distinct(values.iter().copied(), max)?;
-        dictionary.sort_unstable();
-        let codes = codes_for(values.iter().copied(), &dictionary);
-        Some((dictionary, codes))
+        sorted_dictionary(values.iter().copied(), max, Ord::cmp)
     }
     fn lookup(dictionary: &Vec<i64>, codes: &[i64], out: &mut Vec<i64>) -> Result<()> {
         out.extend(codes.iter().map(|c| dictionary[*c as usize]));
@@ -180,13 +187,11 @@ impl DictionaryDomain for Ints {
 
 impl<F: FloatLane> DictionaryDomain for Floats<F> {
     fn build(values: &[F], max: usize) -> Option<(Vec<F>, Vec<i64>)> {
-        let mut bits = distinct(values.iter().map(|v| v.to_bits64()), max)?;
-        bits.sort_unstable_by(|a, b| {
-            F::from_bits64(*a)
-                .to_f64()
-                .total_cmp(&F::from_bits64(*b).to_f64())
-        });
-        let codes = codes_for(values.iter().map(|v| v.to_bits64()), &bits);
+        let value = |bits: &u64| F::from_bits64(*bits).to_f64();
+        let (bits, codes) =
+            sorted_dictionary(values.iter().map(|v| v.to_bits64()), max, |a, b| {
+                value(a).total_cmp(&value(b))
+            })?;
         Some((bits.into_iter().map(F::from_bits64).collect(), codes))
     }
     fn lookup(dictionary: &Vec<F>, codes: &[i64], out: &mut Vec<F>) -> Result<()> {
@@ -197,9 +202,7 @@ impl<F: FloatLane> DictionaryDomain for Floats<F> {
 
 impl DictionaryDomain for Bytes {
     fn build(values: BytesRef<'_>, max: usize) -> Option<(BytesVec, Vec<i64>)> {
-        let mut dictionary = distinct(values.iter(), max)?;
-        dictionary.sort_unstable();
-        let codes = codes_for(values.iter(), &dictionary);
+        let (dictionary, codes) = sorted_dictionary(values.iter(), max, Ord::cmp)?;
         Some((BytesVec::from_iter(dictionary).ok()?, codes))
     }
     fn lookup(dictionary: &BytesVec, codes: &[i64], out: &mut BytesVec) -> Result<()> {
@@ -278,6 +281,23 @@ fn lookup_short<const WIDTH: usize>(d: BytesRef<'_>, codes: &[i64], out: &mut By
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Codes are ranks in sorted order, whatever order values first appear in, and a stream
+    /// with more distinct values than allowed gets no dictionary.
+    #[test]
+    fn dictionary_codes_are_ranks_of_sorted_values() {
+        let values = [30i64, -5, 30, 7, 7, i64::MIN, 30];
+        let (sorted, codes) = Ints::build(&values, 4).unwrap();
+        assert_eq!(sorted, vec![i64::MIN, -5, 7, 30]);
+        assert_eq!(codes, vec![3, 1, 3, 2, 2, 0, 3]);
+        assert!(Ints::build(&values, 3).is_none());
+        let floats = [2.5f64, -0.0, f64::NAN, 2.5, -1.0];
+        let (sorted, codes) = Floats::<f64>::build(&floats, 8).unwrap();
+        assert_eq!(sorted.len(), 4);
+        assert_eq!(sorted[..3], [-1.0, -0.0, 2.5]);
+        assert!(sorted[3].is_nan());
+        assert_eq!(codes, vec![2, 1, 3, 2, 0]);
+    }
 
     /// Each gather path (16-byte, 32-byte and per-value copies) gives back the values.
     #[test]

@@ -110,7 +110,7 @@ impl<'a> BytesRef<'a> {
     pub fn get(&self, i: usize) -> &'a [u8] {
         &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
-    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [u8]> + '_ {
         (0..self.len()).map(|i| self.get(i))
     }
 }
