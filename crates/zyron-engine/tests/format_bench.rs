@@ -276,6 +276,13 @@ fn write_zyr(t: &Table, options: WriterOptions) -> Bytes {
     Bytes::from(w.finish().unwrap().0)
 }
 
+fn one_thread() -> WriterOptions {
+    WriterOptions {
+        threads: 1,
+        ..WriterOptions::default()
+    }
+}
+
 fn parquet_properties(codec: Codec, bloom_columns: &[&str]) -> WriterProperties {
     let compression = match codec {
         Codec::Zstd => Compression::ZSTD(ZstdLevel::try_new(3).unwrap()),
@@ -397,7 +404,8 @@ fn columnar() {
                 .param("rows", t.rows as u64)
                 .param("arrow_mb", (t.mb() * 10.0).round() / 10.0)
         };
-        let (mut zyr_write, mut zstd_write, mut snappy_write) = (
+        let (mut zyr_write, mut zyr_write_one, mut zstd_write, mut snappy_write) = (
+            Samples::for_values(),
             Samples::for_values(),
             Samples::for_values(),
             Samples::for_values(),
@@ -411,6 +419,10 @@ fn columnar() {
         for round in 0..rounds(scale) {
             let (d, zyr) = time(|| write_zyr(t, WriterOptions::default()));
             zyr_write.record_value(t.mb() / d.as_secs_f64());
+            // arrow-rs's ArrowWriter encodes on one thread: the per-core comparison.
+            let (d, zyr_one) = time(|| write_zyr(t, one_thread()));
+            zyr_write_one.record_value(t.mb() / d.as_secs_f64());
+            assert!(zyr_one == zyr, "the thread count must not change the file");
             let (d, zstd) = time(|| write_parquet(t, Codec::Zstd));
             zstd_write.record_value(t.mb() / d.as_secs_f64());
             let (d, snappy) = time(|| write_parquet(t, Codec::Snappy));
@@ -470,17 +482,28 @@ fn columnar() {
             size(Codec::Snappy.label(), mb(&files.2))
                 .renamed(&format!("{}_size_vs_snappy", t.name)),
         );
-        let write = Metric::throughput(&format!("{}_write", t.name), "MB/s", &zyr_write);
-        run.push(
-            params(write.clone())
-                .with_peer(Codec::Zstd.label(), zstd_write.spread(1.0).p50)
-                .renamed(&format!("{}_write_vs_zstd", t.name)),
-        );
-        run.push(
-            params(write)
-                .with_peer(Codec::Snappy.label(), snappy_write.spread(1.0).p50)
-                .renamed(&format!("{}_write_vs_snappy", t.name)),
-        );
+        for (samples, threads, suffix) in [
+            (&zyr_write, WriterOptions::default().threads, ""),
+            (&zyr_write_one, 1, "_one_thread"),
+        ] {
+            let write = params(Metric::throughput(
+                &format!("{}_write", t.name),
+                "MB/s",
+                samples,
+            ))
+            .param("threads", threads as u64);
+            run.push(
+                write
+                    .clone()
+                    .with_peer(Codec::Zstd.label(), zstd_write.spread(1.0).p50)
+                    .renamed(&format!("{}_write{suffix}_vs_zstd", t.name)),
+            );
+            run.push(
+                write
+                    .with_peer(Codec::Snappy.label(), snappy_write.spread(1.0).p50)
+                    .renamed(&format!("{}_write{suffix}_vs_snappy", t.name)),
+            );
+        }
         let scan = Metric::throughput(&format!("{}_full_scan", t.name), "GB/s", &zyr_scan);
         run.push(
             params(scan.clone())

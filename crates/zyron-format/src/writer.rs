@@ -26,13 +26,20 @@ pub struct WriterOptions {
     pub block_rows: usize,
     /// Top-level columns (by name) that get a bloom filter per block.
     pub bloom_filter_columns: Vec<String>,
+    /// Threads that encode a block's columns side by side (at most [`MAX_WRITER_THREADS`]).
+    /// The file's bytes do not depend on it. Default: the cores available.
+    pub threads: usize,
 }
+
+/// Most threads one writer encodes with.
+pub const MAX_WRITER_THREADS: usize = 16;
 
 impl Default for WriterOptions {
     fn default() -> Self {
         Self {
             block_rows: DEFAULT_BLOCK_ROWS,
             bloom_filter_columns: vec![],
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -75,6 +82,9 @@ pub struct ZyrWriter<W: Write> {
     blocks: Vec<Vec<BlockMeta>>,
     /// Values written so far per column node (the next block's first value index).
     written_values: Vec<u64>,
+    /// Nanoseconds each top-level column took to encode in the last block: the next block
+    /// hands out the slowest first, so that no thread is left with a long column at the end.
+    root_encode_ns: Vec<u64>,
     summary: WriteSummary,
 }
 
@@ -88,6 +98,12 @@ impl<W: Write> ZyrWriter<W> {
                 "block_rows must be a positive multiple of {VECTOR_LEN}"
             )));
         }
+        if options.threads == 0 || options.threads > MAX_WRITER_THREADS {
+            return Err(FormatError::Unwritable(format!(
+                "threads must be between 1 and {MAX_WRITER_THREADS}, got {}",
+                options.threads
+            )));
+        }
         let nodes = column_nodes(&schema)?;
         for name in &options.bloom_filter_columns {
             if schema.field_with_name(name).is_err() {
@@ -98,6 +114,7 @@ impl<W: Write> ZyrWriter<W> {
         }
         out.write_all(&header())?;
         let n = nodes.len();
+        let roots = schema.fields().len();
         Ok(Self {
             out,
             position: header().len() as u64,
@@ -109,6 +126,7 @@ impl<W: Write> ZyrWriter<W> {
             rows: 0,
             blocks: vec![vec![]; n],
             written_values: vec![0; n],
+            root_encode_ns: vec![0; roots],
             summary: WriteSummary {
                 encodings: vec![BTreeMap::new(); n],
                 ..Default::default()
@@ -171,7 +189,8 @@ impl<W: Write> ZyrWriter<W> {
         Ok(at)
     }
 
-    /// Encodes the first `rows` buffered rows as one block per column.
+    /// Encodes the first `rows` buffered rows as one block per column, the columns side by
+    /// side on up to `threads` threads, then writes the blocks in column order.
     fn flush_block(&mut self, rows: usize) -> Result<()> {
         let all = arrow::compute::concat_batches(&self.schema, &self.pending)?;
         let block = all.slice(0, rows);
@@ -182,13 +201,33 @@ impl<W: Write> ZyrWriter<W> {
         } else {
             vec![]
         };
-        for (i, root) in self.roots().into_iter().enumerate() {
-            let bloom = self
-                .options
-                .bloom_filter_columns
-                .iter()
-                .any(|n| n == self.schema.field(i).name());
-            self.write_column_block(root, block.column(i), bloom)?;
+        let roots = self.roots();
+        let jobs: Vec<ColumnJob> = roots
+            .iter()
+            .enumerate()
+            .map(|(i, root)| ColumnJob {
+                node: *root,
+                array: block.column(i),
+                bloom: self
+                    .options
+                    .bloom_filter_columns
+                    .iter()
+                    .any(|n| n == self.schema.field(i).name()),
+            })
+            .collect();
+        let encoded = encode_columns(
+            &self.nodes,
+            &self.written_values,
+            &jobs,
+            &self.root_encode_ns,
+            self.options.threads,
+        );
+        for (i, column) in encoded.into_iter().enumerate() {
+            let (pieces, encode_ns) = column?;
+            self.root_encode_ns[i] = encode_ns;
+            for piece in pieces {
+                self.emit_block(piece)?;
+            }
         }
         self.rows += rows as u64;
         Ok(())
@@ -204,147 +243,234 @@ impl<W: Write> ZyrWriter<W> {
         roots
     }
 
-    fn write_column_block(&mut self, node: usize, array: &ArrayRef, bloom: bool) -> Result<()> {
-        let physical = self.nodes[node].physical;
-        let mut w = ByteWriter::default();
-        let nulls = array.logical_nulls();
-        write_validity(&mut w, array.len(), nulls.as_ref());
-        let mut first_child = 0;
-        let mut zone_stats: Vec<Stat> = Vec::new();
-        let mut hashes: Vec<u64> = Vec::new();
-        let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
-        let mut top_node: Vec<u8> = Vec::new();
-        match physical {
-            Physical::Bool | Physical::Int => {
-                let lanes = lanes::int_lanes(array.as_ref())?;
-                let dt = array.data_type();
-                zone_stats = zones(lanes.len(), |r| {
-                    Stat::of_ints(
-                        r.filter(|i| valid(*i))
-                            .map(|i| lanes::lane_to_logical(dt, lanes[i])),
-                    )
-                });
-                if bloom {
-                    hashes = (0..lanes.len())
-                        .filter(|i| valid(*i))
-                        .map(|i| hash_int(lanes::lane_to_logical(dt, lanes[i])))
-                        .collect();
-                }
-                top_node = encodings::encode_stream::<Ints>(&lanes, Cascade::TOP);
-                w.bytes(&top_node);
-            }
-            Physical::Float32 => {
-                let values = lanes::float_lanes::<f32, Float32Type>(array.as_ref());
-                zone_stats = zones(values.len(), |r| {
-                    Stat::of_floats(r.filter(|i| valid(*i)).map(|i| f64::from(values[i])))
-                });
-                top_node = encodings::encode_stream::<Floats<f32>>(&values, Cascade::TOP);
-                w.bytes(&top_node);
-            }
-            Physical::Float64 => {
-                let values = lanes::float_lanes::<f64, Float64Type>(array.as_ref());
-                zone_stats = zones(values.len(), |r| {
-                    Stat::of_floats(r.filter(|i| valid(*i)).map(|i| values[i]))
-                });
-                top_node = encodings::encode_stream::<Floats<f64>>(&values, Cascade::TOP);
-                w.bytes(&top_node);
-            }
-            Physical::Wide => {
-                let (low, high) = lanes::wide_lanes(array.as_ref());
-                let value = |i: usize| (i128::from(high[i]) << 64) | i128::from(low[i] as u64);
-                zone_stats = zones(low.len(), |r| {
-                    Stat::of_ints(r.filter(|i| valid(*i)).map(value))
-                });
-                if bloom {
-                    hashes = (0..low.len())
-                        .filter(|i| valid(*i))
-                        .map(|i| hash_int(value(i)))
-                        .collect();
-                }
-                top_node = encodings::encode_stream::<Ints>(&low, Cascade::TOP);
-                w.bytes(&top_node);
-                w.bytes(&encodings::encode_stream::<Ints>(&high, Cascade::TOP));
-            }
-            Physical::Bytes => {
-                let values: BytesVec = lanes::bytes_lanes(array.as_ref())?;
-                let v = values.as_ref();
-                zone_stats = zones(v.len(), |r| {
-                    Stat::of_bytes(r.filter(|i| valid(*i)).map(|i| v.get(i)))
-                });
-                if bloom {
-                    hashes = (0..v.len())
-                        .filter(|i| valid(*i))
-                        .map(|i| hash_bytes(v.get(i)))
-                        .collect();
-                }
-                top_node = encodings::encode_stream::<encodings::Bytes>(v, Cascade::TOP);
-                w.bytes(&top_node);
-            }
-            Physical::List => {
-                let list = array.as_list::<i32>();
-                let child = self.nodes[node].children[0];
-                first_child = self.written_values[child];
-                let offsets = list.value_offsets();
-                let base = offsets[0];
-                let ends: Vec<i64> = offsets[1..]
-                    .iter()
-                    .map(|o| first_child as i64 + i64::from(o - base))
-                    .collect();
-                top_node = encodings::encode_stream::<Ints>(&ends, Cascade::TOP);
-                w.bytes(&top_node);
-                let values = list
-                    .values()
-                    .slice(base as usize, (offsets[offsets.len() - 1] - base) as usize);
-                self.write_column_block(child, &values, false)?;
-            }
-            Physical::Struct => {
-                let children = self.nodes[node].children.clone();
-                for (child, column) in children.into_iter().zip(array.as_struct().columns()) {
-                    self.write_column_block(child, column, false)?;
-                }
-            }
-        }
-        let zones = build_zones(array.len(), nulls.as_ref(), zone_stats);
-        let bloom_ref = if hashes.is_empty() {
-            None
-        } else {
-            Some(self.write_bloom(&hashes)?)
+    /// Writes one encoded block (and its bloom filter) and records where it went.
+    fn emit_block(&mut self, block: EncodedBlock) -> Result<()> {
+        let bloom = match &block.bloom {
+            Some(bytes) => Some(BloomRef {
+                offset: self.emit(bytes)?,
+                len: bytes.len() as u32,
+                checksum: checksum32(bytes),
+            }),
+            None => None,
         };
-        let checksum = checksum32(&w.buf);
-        let offset = self.emit(&w.buf)?;
-        if let Some(top) = top_node.first() {
-            *self.summary.encodings[node]
-                .entry(encodings::EncodingId(*top).name())
+        let checksum = checksum32(&block.bytes);
+        let offset = self.emit(&block.bytes)?;
+        if let Some(top) = block.top_encoding {
+            *self.summary.encodings[block.node]
+                .entry(top.name())
                 .or_default() += 1;
         }
-        self.blocks[node].push(BlockMeta {
+        self.blocks[block.node].push(BlockMeta {
             offset,
-            len: u32::try_from(w.buf.len())
+            len: u32::try_from(block.bytes.len())
                 .map_err(|_| FormatError::Unwritable("a block exceeds 4 GiB".into()))?,
             checksum,
-            values: array.len() as u64,
-            first_child,
-            bloom: bloom_ref,
-            zones,
+            values: block.values,
+            first_child: block.first_child,
+            bloom,
+            zones: block.zones,
         });
-        self.written_values[node] += array.len() as u64;
+        self.written_values[block.node] += block.values;
         Ok(())
     }
+}
 
-    fn write_bloom(&mut self, hashes: &[u64]) -> Result<BloomRef> {
-        let mut distinct = hashes.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let mut bloom = Bloom::with_capacity(distinct.len());
-        distinct.iter().for_each(|h| bloom.insert(*h));
-        let bytes = bloom.to_bytes();
-        let offset = self.emit(&bytes)?;
-        Ok(BloomRef {
-            offset,
-            len: bytes.len() as u32,
-            checksum: checksum32(&bytes),
-        })
+/// One top-level column of a block, to encode.
+struct ColumnJob<'a> {
+    node: usize,
+    array: &'a ArrayRef,
+    bloom: bool,
+}
+
+/// One column node's block, encoded but not yet written.
+struct EncodedBlock {
+    node: usize,
+    bytes: Vec<u8>,
+    bloom: Option<Vec<u8>>,
+    values: u64,
+    first_child: u64,
+    zones: Vec<ZoneMap>,
+    top_encoding: Option<encodings::EncodingId>,
+}
+
+/// What encoding one top-level column gave: its subtree's blocks in write order (children
+/// before their parent), and the nanoseconds it took.
+type EncodedColumn = Result<(Vec<EncodedBlock>, u64)>;
+
+/// Encodes each job's column subtree, on up to `threads` threads. Jobs are handed out slowest
+/// first by `last_ns` (longest-processing-time scheduling); results come back in job order, so
+/// the file does not depend on the thread count.
+fn encode_columns(
+    nodes: &[ColumnNode],
+    written: &[u64],
+    jobs: &[ColumnJob<'_>],
+    last_ns: &[u64],
+    threads: usize,
+) -> Vec<EncodedColumn> {
+    let encode_one = |job: &ColumnJob<'_>| -> EncodedColumn {
+        let start = std::time::Instant::now();
+        let mut pieces = Vec::new();
+        encode_block(nodes, written, job.node, job.array, job.bloom, &mut pieces)?;
+        Ok((pieces, start.elapsed().as_nanos() as u64))
+    };
+    let threads = threads.min(jobs.len());
+    if threads <= 1 {
+        return jobs.iter().map(encode_one).collect();
     }
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse(last_ns[*i]));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: Vec<std::sync::Mutex<Option<EncodedColumn>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = order.get(taken) else { break };
+                    let result = encode_one(&jobs[*job]);
+                    *done[*job].lock().expect("no encoder panicked") = Some(result);
+                }
+            });
+        }
+    });
+    done.into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .expect("no encoder panicked")
+                .expect("every job was taken")
+        })
+        .collect()
+}
+
+/// Encodes `array` as one block of column `node` and, first, its children's blocks.
+/// `written` holds the values already written per node (a list's first child index).
+fn encode_block(
+    nodes: &[ColumnNode],
+    written: &[u64],
+    node: usize,
+    array: &ArrayRef,
+    bloom: bool,
+    out: &mut Vec<EncodedBlock>,
+) -> Result<()> {
+    let physical = nodes[node].physical;
+    let mut w = ByteWriter::default();
+    let nulls = array.logical_nulls();
+    write_validity(&mut w, array.len(), nulls.as_ref());
+    let mut first_child = 0;
+    let mut zone_stats: Vec<Stat> = Vec::new();
+    let mut hashes: Vec<u64> = Vec::new();
+    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
+    let mut top_node: Vec<u8> = Vec::new();
+    match physical {
+        Physical::Bool | Physical::Int => {
+            let lanes = lanes::int_lanes(array.as_ref())?;
+            let dt = array.data_type();
+            zone_stats = zones(lanes.len(), |r| {
+                Stat::of_ints(
+                    r.filter(|i| valid(*i))
+                        .map(|i| lanes::lane_to_logical(dt, lanes[i])),
+                )
+            });
+            if bloom {
+                hashes = (0..lanes.len())
+                    .filter(|i| valid(*i))
+                    .map(|i| hash_int(lanes::lane_to_logical(dt, lanes[i])))
+                    .collect();
+            }
+            top_node = encodings::encode_stream::<Ints>(&lanes, Cascade::TOP);
+            w.bytes(&top_node);
+        }
+        Physical::Float32 => {
+            let values = lanes::float_lanes::<f32, Float32Type>(array.as_ref());
+            zone_stats = zones(values.len(), |r| {
+                Stat::of_floats(r.filter(|i| valid(*i)).map(|i| f64::from(values[i])))
+            });
+            top_node = encodings::encode_stream::<Floats<f32>>(&values, Cascade::TOP);
+            w.bytes(&top_node);
+        }
+        Physical::Float64 => {
+            let values = lanes::float_lanes::<f64, Float64Type>(array.as_ref());
+            zone_stats = zones(values.len(), |r| {
+                Stat::of_floats(r.filter(|i| valid(*i)).map(|i| values[i]))
+            });
+            top_node = encodings::encode_stream::<Floats<f64>>(&values, Cascade::TOP);
+            w.bytes(&top_node);
+        }
+        Physical::Wide => {
+            let (low, high) = lanes::wide_lanes(array.as_ref());
+            let value = |i: usize| (i128::from(high[i]) << 64) | i128::from(low[i] as u64);
+            zone_stats = zones(low.len(), |r| {
+                Stat::of_ints(r.filter(|i| valid(*i)).map(value))
+            });
+            if bloom {
+                hashes = (0..low.len())
+                    .filter(|i| valid(*i))
+                    .map(|i| hash_int(value(i)))
+                    .collect();
+            }
+            top_node = encodings::encode_stream::<Ints>(&low, Cascade::TOP);
+            w.bytes(&top_node);
+            w.bytes(&encodings::encode_stream::<Ints>(&high, Cascade::TOP));
+        }
+        Physical::Bytes => {
+            let values: BytesVec = lanes::bytes_lanes(array.as_ref())?;
+            let v = values.as_ref();
+            zone_stats = zones(v.len(), |r| {
+                Stat::of_bytes(r.filter(|i| valid(*i)).map(|i| v.get(i)))
+            });
+            if bloom {
+                hashes = (0..v.len())
+                    .filter(|i| valid(*i))
+                    .map(|i| hash_bytes(v.get(i)))
+                    .collect();
+            }
+            top_node = encodings::encode_stream::<encodings::Bytes>(v, Cascade::TOP);
+            w.bytes(&top_node);
+        }
+        Physical::List => {
+            let list = array.as_list::<i32>();
+            let child = nodes[node].children[0];
+            first_child = written[child];
+            let offsets = list.value_offsets();
+            let base = offsets[0];
+            let ends: Vec<i64> = offsets[1..]
+                .iter()
+                .map(|o| first_child as i64 + i64::from(o - base))
+                .collect();
+            top_node = encodings::encode_stream::<Ints>(&ends, Cascade::TOP);
+            w.bytes(&top_node);
+            let values = list
+                .values()
+                .slice(base as usize, (offsets[offsets.len() - 1] - base) as usize);
+            encode_block(nodes, written, child, &values, false, out)?;
+        }
+        Physical::Struct => {
+            let children = &nodes[node].children;
+            for (child, column) in children.iter().zip(array.as_struct().columns()) {
+                encode_block(nodes, written, *child, column, false, out)?;
+            }
+        }
+    }
+    let zones = build_zones(array.len(), nulls.as_ref(), zone_stats);
+    out.push(EncodedBlock {
+        node,
+        bytes: w.buf,
+        bloom: (!hashes.is_empty()).then(|| bloom_bytes(hashes)),
+        values: array.len() as u64,
+        first_child,
+        zones,
+        top_encoding: top_node.first().map(|id| encodings::EncodingId(*id)),
+    });
+    Ok(())
+}
+
+fn bloom_bytes(mut hashes: Vec<u64>) -> Vec<u8> {
+    hashes.sort_unstable();
+    hashes.dedup();
+    let mut bloom = Bloom::with_capacity(hashes.len());
+    hashes.iter().for_each(|h| bloom.insert(*h));
+    bloom.to_bytes()
 }
 
 fn subtree_end(nodes: &[ColumnNode], index: usize) -> usize {

@@ -49,6 +49,35 @@ fn every_type_round_trips_with_nulls_across_blocks() {
     );
 }
 
+/// Columns are encoded side by side, but the bytes of a file (blocks in column order, bloom
+/// filters before their block, a list's child before the list) must not depend on how many
+/// threads did the work; a thread count outside the limits is refused.
+#[test]
+fn the_file_does_not_depend_on_the_writer_thread_count() {
+    let batch = all_types_batch(9_000);
+    let options = |threads: usize| WriterOptions {
+        block_rows: 2048,
+        bloom_filter_columns: vec!["i64".into(), "utf8".into(), "dec38".into()],
+        threads,
+    };
+    let one = write(batch.schema(), &[batch.clone()], options(1));
+    for threads in [2, 5, MAX_WRITER_THREADS] {
+        let many = write(batch.schema(), &[batch.clone()], options(threads));
+        assert!(one == many, "{threads} threads wrote different bytes");
+    }
+    let read = open(&one)
+        .read_rows(&(0..batch.num_columns()).collect::<Vec<_>>(), 0..9_000)
+        .unwrap();
+    assert_eq!(read, batch);
+    for threads in [0, MAX_WRITER_THREADS + 1] {
+        let refused = ZyrWriter::new(Vec::new(), batch.schema(), options(threads));
+        assert!(
+            matches!(&refused, Err(FormatError::Unwritable(m)) if m.contains("threads")),
+            "{threads} threads accepted"
+        );
+    }
+}
+
 #[test]
 fn single_rows_and_ranges_match_the_source() {
     let batch = all_types_batch(10_000);

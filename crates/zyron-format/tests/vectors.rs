@@ -191,6 +191,7 @@ fn encode(name: &str, batch: &RecordBatch) -> Vec<u8> {
         WriterOptions {
             block_rows: 2048,
             bloom_filter_columns: bloom,
+            ..Default::default()
         },
     )
     .unwrap();
