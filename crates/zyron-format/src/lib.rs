@@ -24,4 +24,6 @@ pub use predicate::{CmpOp, ColumnPredicate, PredicateOp, Scalar};
 pub use reader::{FilterMode, Scan, ScanMetrics, ScanOptions, Source, ZyrFile};
 pub use stats::{Stat, ZoneMap};
 pub use types::{TIMESTAMP_PS_EXTENSION, timestamp_ps_field};
-pub use writer::{MAX_WRITER_THREADS, WriteSummary, WriterOptions, ZyrWriter, write_file};
+pub use writer::{
+    MAX_WRITER_THREADS, PARALLEL_MIN_ROWS, WriteSummary, WriterOptions, ZyrWriter, write_file,
+};

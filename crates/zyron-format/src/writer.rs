@@ -26,13 +26,17 @@ pub struct WriterOptions {
     pub block_rows: usize,
     /// Top-level columns (by name) that get a bloom filter per block.
     pub bloom_filter_columns: Vec<String>,
-    /// Threads that encode a block's columns side by side (at most [`MAX_WRITER_THREADS`]).
-    /// The file's bytes do not depend on it. Default: the cores available.
+    /// Threads that encode a block's columns side by side (at most [`MAX_WRITER_THREADS`]; one
+    /// for blocks under [`PARALLEL_MIN_ROWS`]). The file's bytes do not depend on it. Default:
+    /// the cores available.
     pub threads: usize,
 }
 
 /// Most threads one writer encodes with.
 pub const MAX_WRITER_THREADS: usize = 16;
+/// Blocks of fewer rows are encoded on the writer's own thread: starting threads costs tens of
+/// microseconds, about what encoding a few thousand rows takes (a small lake commit, say).
+pub const PARALLEL_MIN_ROWS: usize = 8 * 1024;
 
 impl Default for WriterOptions {
     fn default() -> Self {
@@ -215,12 +219,17 @@ impl<W: Write> ZyrWriter<W> {
                     .any(|n| n == self.schema.field(i).name()),
             })
             .collect();
+        let threads = if rows < PARALLEL_MIN_ROWS {
+            1
+        } else {
+            self.options.threads
+        };
         let encoded = encode_columns(
             &self.nodes,
             &self.written_values,
             &jobs,
             &self.root_encode_ns,
-            self.options.threads,
+            threads,
         );
         for (i, column) in encoded.into_iter().enumerate() {
             let (pieces, encode_ns) = column?;

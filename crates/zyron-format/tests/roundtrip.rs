@@ -54,9 +54,12 @@ fn every_type_round_trips_with_nulls_across_blocks() {
 /// threads did the work; a thread count outside the limits is refused.
 #[test]
 fn the_file_does_not_depend_on_the_writer_thread_count() {
-    let batch = all_types_batch(9_000);
+    // Two full blocks encoded side by side, then a last one under PARALLEL_MIN_ROWS encoded
+    // on the writer's thread.
+    let rows = 2 * PARALLEL_MIN_ROWS + 1_000;
+    let batch = all_types_batch(rows);
     let options = |threads: usize| WriterOptions {
-        block_rows: 2048,
+        block_rows: PARALLEL_MIN_ROWS,
         bloom_filter_columns: vec!["i64".into(), "utf8".into(), "dec38".into()],
         threads,
     };
@@ -66,7 +69,10 @@ fn the_file_does_not_depend_on_the_writer_thread_count() {
         assert!(one == many, "{threads} threads wrote different bytes");
     }
     let read = open(&one)
-        .read_rows(&(0..batch.num_columns()).collect::<Vec<_>>(), 0..9_000)
+        .read_rows(
+            &(0..batch.num_columns()).collect::<Vec<_>>(),
+            0..rows as u64,
+        )
         .unwrap();
     assert_eq!(read, batch);
     for threads in [0, MAX_WRITER_THREADS + 1] {
