@@ -43,7 +43,9 @@ impl Default for WriterOptions {
         Self {
             block_rows: DEFAULT_BLOCK_ROWS,
             bloom_filter_columns: vec![],
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_WRITER_THREADS),
         }
     }
 }
@@ -331,17 +333,26 @@ fn encode_columns(
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done: Vec<std::sync::Mutex<Option<EncodedColumn>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(job) = order.get(taken) else { break };
-                    let result = encode_one(&jobs[*job]);
-                    *done[*job].lock().expect("no encoder panicked") = Some(result);
-                }
-            });
+    let work = || {
+        loop {
+            let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(job) = order.get(taken) else { break };
+            let result = encode_one(&jobs[*job]);
+            *done[*job].lock().expect("no encoder panicked") = Some(result);
         }
+    };
+    std::thread::scope(|scope| {
+        // The calling thread works too, so every job is done even if the system refuses
+        // to start a thread (a process or cgroup thread limit): then fewer threads share it.
+        for _ in 1..threads {
+            let started = std::thread::Builder::new()
+                .name("zyr-encode".into())
+                .spawn_scoped(scope, work);
+            if started.is_err() {
+                break;
+            }
+        }
+        work();
     });
     done.into_iter()
         .map(|slot| {

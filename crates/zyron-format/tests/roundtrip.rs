@@ -75,6 +75,11 @@ fn the_file_does_not_depend_on_the_writer_thread_count() {
         )
         .unwrap();
     assert_eq!(read, batch);
+    let default = WriterOptions::default().threads;
+    assert!(
+        (1..=MAX_WRITER_THREADS).contains(&default),
+        "default {default}"
+    );
     for threads in [0, MAX_WRITER_THREADS + 1] {
         let refused = ZyrWriter::new(Vec::new(), batch.schema(), options(threads));
         assert!(
