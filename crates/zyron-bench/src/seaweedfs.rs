@@ -24,6 +24,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// process taking one of the ports between `free_port` and `weed` binding it.
 const START_ATTEMPTS: usize = 3;
 
+/// Free disk space below which SeaweedFS stops taking writes.
+const MIN_FREE_DISK_MIB: u64 = 256;
+
 /// How much of `weed.log`'s end a failure message quotes.
 const LOG_TAIL_BYTES: usize = 4_000;
 
@@ -121,6 +124,10 @@ impl SeaweedFs {
             .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3"])
             .arg(format!("-s3.port={s3_port}"))
             .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
+            // The default floor is 1% of the disk: 2.5 GB on a 250 GB disk
+            // shared with other work, below which every volume turns
+            // read-only and each PUT times out. The tests store megabytes.
+            .arg(format!("-volume.minFreeSpace={MIN_FREE_DISK_MIB}MiB"))
             .arg("-master.telemetry=false");
         // Every other listener on a free port too, so parallel runs and other
         // services on this machine never collide with SeaweedFS's defaults.
