@@ -552,17 +552,25 @@ impl HeapTable {
     ) -> Result<(Vec<u64>, RecordBatch)> {
         let mut found = Vec::with_capacity(slots.len());
         let mut rows: Vec<Vec<u8>> = Vec::with_capacity(slots.len());
-        let limit = self.slot_count();
-        for &slot in slots.iter().filter(|&&s| s < limit) {
-            let page = self.page(slot);
-            let page = page.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(row) = page.visible_row(slot as usize % PAGE_SLOTS, snapshot) {
+        for &slot in slots {
+            if let Some(row) = self.visible_row(snapshot, slot) {
                 found.push(slot);
-                rows.push(row.to_vec());
+                rows.push(row);
             }
         }
         let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_ref()).collect();
         Ok((found, self.codec.decode(&refs, projection)?))
+    }
+
+    /// The encoded row `snapshot` sees in `slot`, if any.
+    pub fn visible_row(&self, snapshot: &Snapshot, slot: u64) -> Option<Vec<u8>> {
+        if slot >= self.slot_count() {
+            return None;
+        }
+        let page = self.page(slot);
+        let page = page.read().unwrap_or_else(|p| p.into_inner());
+        page.visible_row(slot as usize % PAGE_SLOTS, snapshot)
+            .map(<[u8]>::to_vec)
     }
 
     /// Removes versions no snapshot can see: those whose `end` is a commit

@@ -51,6 +51,10 @@ use datafusion::sql::sqlparser::ast;
 use zyron_heap::catalog::DEFAULT_SCHEMA;
 use zyron_heap::table::HeapTable;
 
+mod row_update;
+
+use row_update::RowUpdate;
+
 use super::scan::key_lookup;
 use super::write::{self, Checks};
 use super::{HeapTableProvider, SessionTxn, lenient, no_transaction};
@@ -560,8 +564,14 @@ impl Point<'_> {
         assignments: &[ast::Assignment],
         selection: Option<&ast::Expr>,
     ) -> Result<Option<Outcome>> {
-        let schema = self.schema()?;
         let translator = self.translator(Some(self.table.codec().schema()));
+        if let Some(plan) = RowUpdate::plan(self.table, &translator, assignments, selection) {
+            return Ok(Some(Outcome::Written {
+                command: "UPDATE",
+                rows: plan.run(self.table, self.session).await?,
+            }));
+        }
+        let schema = self.schema()?;
         let mut translated = Vec::with_capacity(assignments.len());
         for assignment in assignments {
             let ast::AssignmentTarget::ColumnName(target) = &assignment.target else {
