@@ -51,13 +51,14 @@ use datafusion::sql::sqlparser::ast;
 use zyron_heap::catalog::DEFAULT_SCHEMA;
 use zyron_heap::table::HeapTable;
 
+mod key;
 mod row_update;
 
 use row_update::RowUpdate;
 
 use super::scan::key_lookup;
 use super::write::{self, Checks};
-use super::{HeapTableProvider, SessionTxn, lenient, no_transaction};
+use super::{HeapTableProvider, SessionTxn, lenient, no_transaction, to_df};
 
 /// What a point statement produced.
 pub enum Outcome {
@@ -498,10 +499,54 @@ impl Point<'_> {
         let Some(columns) = self.projection(projection) else {
             return Ok(None);
         };
+        let indices: Vec<usize> = columns.iter().map(|(index, _)| *index).collect();
+        let translator = self.translator(Some(self.table.codec().schema()));
+        let projected = match key::exact_key(self.table, &translator, selection) {
+            Some(key) => self.select_by_key(&key, &indices).await?,
+            None => match self.select_by_filters(selection, &indices).await? {
+                Some(projected) => projected,
+                None => return Ok(None),
+            },
+        };
+        let full = lenient(self.table.codec().schema());
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|(index, name)| full.field(*index).as_ref().clone().with_name(name))
+                .collect::<Vec<_>>(),
+        ));
+        let batch = RecordBatch::try_new(schema.clone(), projected.columns().to_vec())?;
+        Ok(Some(Outcome::Rows { schema, batch }))
+    }
+
+    /// The `indices` columns of the row with this primary key, if the
+    /// session's snapshot sees one: decoded from the row's bytes, the index
+    /// having answered the WHERE clause exactly (see `key.rs`).
+    async fn select_by_key(&self, key: &[u8], indices: &[usize]) -> Result<RecordBatch> {
+        let row = {
+            let guard = self.session.lock().await;
+            let txn = guard.as_ref().ok_or_else(no_transaction)?;
+            key::visible_row(self.table, txn, key)
+        };
+        let rows: Vec<&[u8]> = row.iter().map(|(_, bytes)| bytes.as_slice()).collect();
+        Ok(self
+            .table
+            .codec()
+            .decode(&rows, Some(indices))
+            .map_err(to_df)?)
+    }
+
+    /// The `indices` columns of the rows the WHERE clause selects through a
+    /// key lookup; `None` if it does not pin the key (scans are DataFusion's,
+    /// in parallel).
+    async fn select_by_filters(
+        &self,
+        selection: &ast::Expr,
+        indices: &[usize],
+    ) -> Result<Option<RecordBatch>> {
         let Some(filters) = self.filters(Some(selection))? else {
             return Ok(None);
         };
-        // Only a key lookup: scans are DataFusion's, in parallel.
         let Some(slots) = key_lookup(self.table, &filters)? else {
             return Ok(None);
         };
@@ -514,17 +559,7 @@ impl Point<'_> {
         };
         let full = lenient(self.table.codec().schema());
         let batches: Vec<RecordBatch> = found.into_iter().map(|(_, batch)| batch).collect();
-        let all = concat_batches(&full, &batches)?;
-        let indices: Vec<usize> = columns.iter().map(|(index, _)| *index).collect();
-        let projected = all.project(&indices)?;
-        let schema = Arc::new(Schema::new(
-            columns
-                .iter()
-                .map(|(index, name)| full.field(*index).as_ref().clone().with_name(name))
-                .collect::<Vec<_>>(),
-        ));
-        let batch = RecordBatch::try_new(schema.clone(), projected.columns().to_vec())?;
-        Ok(Some(Outcome::Rows { schema, batch }))
+        Ok(Some(concat_batches(&full, &batches)?.project(indices)?))
     }
 
     /// Output columns `(table column index, output name)`: `*`, or plain

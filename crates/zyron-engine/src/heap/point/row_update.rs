@@ -22,16 +22,14 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::Result;
 use datafusion::sql::sqlparser::ast;
 use zyron_common::{SqlState, ZyronError};
 use zyron_heap::row::RowCodec;
 use zyron_heap::table::HeapTable;
 
 use super::Translator;
+use super::key::{exact_key, fits, integer, integer_width, visible_row};
 use crate::heap::{SessionTxn, no_transaction, to_df};
 
 /// What an assignment does to an integer column.
@@ -70,7 +68,7 @@ impl RowUpdate {
             return None;
         }
         let key_columns = table.key_codec()?.key_columns();
-        let key = key_of(table, translator, &key_columns, selection?)?;
+        let key = exact_key(table, translator, selection?)?;
         let schema = table.codec().schema();
         let mut planned: Vec<Assignment> = Vec::with_capacity(assignments.len());
         for assignment in assignments {
@@ -100,15 +98,12 @@ impl RowUpdate {
     pub(super) async fn run(&self, table: &Arc<HeapTable>, session: &SessionTxn) -> Result<u64> {
         let mut guard = session.lock().await;
         let txn = guard.as_mut().ok_or_else(no_transaction)?;
-        let Some(slot) = table.slot_for_key(&self.key) else {
-            return Ok(0);
-        };
         // The row must exist at the statement's snapshot, as the general
         // path's candidate fetch requires; a newer version is then updated
         // (or reported as a conflict) by the transaction.
-        if table.visible_row(&txn.snapshot(), slot).is_none() {
+        let Some((slot, _)) = visible_row(table, txn, &self.key) else {
             return Ok(0);
-        }
+        };
         let codec = table.codec();
         let changed = txn
             .update(table, slot, |current| self.apply(codec, current).map(Some))
@@ -144,63 +139,6 @@ impl RowUpdate {
     }
 }
 
-/// The encoded primary key a WHERE clause pins: `k1 = v1 AND k2 = v2 ...`,
-/// exactly one integer equality per key column and nothing else.
-fn key_of(
-    table: &HeapTable,
-    translator: &Translator<'_>,
-    key_columns: &[usize],
-    selection: &ast::Expr,
-) -> Option<Vec<u8>> {
-    let mut conjuncts = Vec::new();
-    split_and(selection, &mut conjuncts);
-    if conjuncts.len() != key_columns.len() {
-        return None;
-    }
-    let schema = table.codec().schema();
-    let mut values: Vec<Option<ArrayRef>> = vec![None; key_columns.len()];
-    for conjunct in conjuncts {
-        let ast::Expr::BinaryOp {
-            left,
-            op: ast::BinaryOperator::Eq,
-            right,
-        } = conjunct
-        else {
-            return None;
-        };
-        let (column, value) = match translator.column_index(left) {
-            Some(column) => (column, integer(translator, right)?),
-            None => (translator.column_index(right)?, integer(translator, left)?),
-        };
-        let position = key_columns.iter().position(|&c| c == column)?;
-        let data_type = schema.field(column).data_type();
-        let width = integer_width(data_type)?;
-        if values[position].is_some() || !fits(value, width) {
-            return None;
-        }
-        let array: ArrayRef = Arc::new(Int64Array::from(vec![value]));
-        values[position] = Some(cast(&array, data_type).ok()?);
-    }
-    let values: Vec<ArrayRef> = values.into_iter().collect::<Option<_>>()?;
-    Some(table.key_codec()?.key_of(&values))
-}
-
-/// The operands of a tree of ANDs (parentheses looked through).
-fn split_and<'e>(expr: &'e ast::Expr, out: &mut Vec<&'e ast::Expr>) {
-    match expr {
-        ast::Expr::BinaryOp {
-            left,
-            op: ast::BinaryOperator::And,
-            right,
-        } => {
-            split_and(left, out);
-            split_and(right, out);
-        }
-        ast::Expr::Nested(inner) => split_and(inner, out),
-        other => out.push(other),
-    }
-}
-
 /// What `SET column = value` does, if it is one of [`Change`]'s forms.
 fn change(translator: &Translator<'_>, column: usize, value: &ast::Expr) -> Option<Change> {
     if let Some(value) = integer(translator, value) {
@@ -228,52 +166,6 @@ fn strip_nested(expr: &ast::Expr) -> &ast::Expr {
     match expr {
         ast::Expr::Nested(inner) => strip_nested(inner),
         other => other,
-    }
-}
-
-/// An integer literal or parameter, signs and parentheses applied; `None`
-/// for anything else, NULL included.
-fn integer(translator: &Translator<'_>, expr: &ast::Expr) -> Option<i64> {
-    match expr {
-        ast::Expr::Value(value) => match translator.value(&value.value)? {
-            ScalarValue::Int8(Some(v)) => Some(v.into()),
-            ScalarValue::Int16(Some(v)) => Some(v.into()),
-            ScalarValue::Int32(Some(v)) => Some(v.into()),
-            ScalarValue::Int64(Some(v)) => Some(v),
-            ScalarValue::UInt8(Some(v)) => Some(v.into()),
-            ScalarValue::UInt16(Some(v)) => Some(v.into()),
-            ScalarValue::UInt32(Some(v)) => Some(v.into()),
-            ScalarValue::UInt64(Some(v)) => i64::try_from(v).ok(),
-            _ => None,
-        },
-        ast::Expr::UnaryOp {
-            op: ast::UnaryOperator::Minus,
-            expr,
-        } => integer(translator, expr)?.checked_neg(),
-        ast::Expr::UnaryOp {
-            op: ast::UnaryOperator::Plus,
-            expr,
-        } => integer(translator, expr),
-        ast::Expr::Nested(inner) => integer(translator, inner),
-        _ => None,
-    }
-}
-
-/// The width of SMALLINT, INTEGER and BIGINT values; `None` for other types.
-fn integer_width(data_type: &DataType) -> Option<usize> {
-    match data_type {
-        DataType::Int16 => Some(2),
-        DataType::Int32 => Some(4),
-        DataType::Int64 => Some(8),
-        _ => None,
-    }
-}
-
-fn fits(value: i64, width: usize) -> bool {
-    match width {
-        2 => i16::try_from(value).is_ok(),
-        4 => i32::try_from(value).is_ok(),
-        _ => true,
     }
 }
 
