@@ -38,6 +38,33 @@ async fn query(session: &mut Session, sql: &str) -> Vec<String> {
         .collect()
 }
 
+/// The command tag of a prepared statement run with `params`.
+async fn run_prepared(
+    session: &mut Session,
+    sql: &str,
+    params: Vec<datafusion::common::ScalarValue>,
+) -> String {
+    let prepared = session.prepare(sql).await.unwrap();
+    let params =
+        datafusion::common::ParamValues::List(params.into_iter().map(Into::into).collect());
+    match session
+        .execute_prepared(&prepared, Some(params))
+        .await
+        .unwrap()
+    {
+        StatementResult::Command(tag) => tag.to_string(),
+        other => panic!("{sql} returned {other:?}"),
+    }
+}
+
+/// What `sql` returns once the engine on `dir` is reopened: the caller drops
+/// its own engine first, so this reads what recovery brought back.
+async fn query_after_restart(dir: &std::path::Path, sql: &str) -> Vec<String> {
+    let engine = engine_at(dir);
+    let mut s = engine.new_session();
+    query(&mut s, sql).await
+}
+
 #[test]
 fn committed_changes_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -459,18 +486,16 @@ fn point_statements_answer_as_the_planner_does() {
         );
 
         // Prepared, with parameters, as pgbench -M prepared runs it.
-        let update = s
-            .prepare("UPDATE acct SET v = v + $1 WHERE k = $2")
-            .await
-            .unwrap();
-        let params = datafusion::common::ParamValues::List(vec![
-            datafusion::common::ScalarValue::Int32(Some(7)).into(),
-            datafusion::common::ScalarValue::Int32(Some(1)).into(),
-        ]);
-        match s.execute_prepared(&update, Some(params)).await.unwrap() {
-            StatementResult::Command(tag) => assert_eq!(tag.to_string(), "UPDATE 1"),
-            other => panic!("UPDATE returned {other:?}"),
-        }
+        let int = |v| datafusion::common::ScalarValue::Int32(Some(v));
+        assert_eq!(
+            run_prepared(
+                &mut s,
+                "UPDATE acct SET v = v + $1 WHERE k = $2",
+                vec![int(7), int(1)]
+            )
+            .await,
+            "UPDATE 1"
+        );
         let select = s.prepare("SELECT v FROM acct WHERE k = $1").await.unwrap();
         let params = datafusion::common::ParamValues::List(vec![
             datafusion::common::ScalarValue::Int32(Some(1)).into(),
@@ -498,10 +523,8 @@ fn point_statements_answer_as_the_planner_does() {
         drop(s);
         drop(engine);
         // What the point path wrote is durable like anything else.
-        let engine = engine_at(dir.path());
-        let mut s = engine.new_session();
         assert_eq!(
-            query(&mut s, "SELECT k, v FROM acct ORDER BY k").await,
+            query_after_restart(dir.path(), "SELECT k, v FROM acct ORDER BY k").await,
             ["1|17", "2|25"]
         );
     });
@@ -590,19 +613,19 @@ fn row_level_updates_answer_as_the_general_path_does() {
         );
 
         // Parameters, as pgbench -M prepared sends them.
-        let update = s
-            .prepare("UPDATE fast SET n = n + $1 WHERE id = $2 AND part = $3")
-            .await
-            .unwrap();
-        let params = datafusion::common::ParamValues::List(vec![
-            datafusion::common::ScalarValue::Int32(Some(-5)).into(),
-            datafusion::common::ScalarValue::Int32(Some(1)).into(),
-            datafusion::common::ScalarValue::Int64(Some(10)).into(),
-        ]);
-        match s.execute_prepared(&update, Some(params)).await.unwrap() {
-            StatementResult::Command(tag) => assert_eq!(tag.to_string(), "UPDATE 1"),
-            other => panic!("UPDATE returned {other:?}"),
-        }
+        let (int, bigint) = (
+            |v| datafusion::common::ScalarValue::Int32(Some(v)),
+            |v| datafusion::common::ScalarValue::Int64(Some(v)),
+        );
+        assert_eq!(
+            run_prepared(
+                &mut s,
+                "UPDATE fast SET n = n + $1 WHERE id = $2 AND part = $3",
+                vec![int(-5), int(1), bigint(10)]
+            )
+            .await,
+            "UPDATE 1"
+        );
         assert_eq!(
             query(&mut s, "SELECT n FROM fast WHERE id = 1 AND part = 10").await,
             ["100"]
@@ -610,10 +633,8 @@ fn row_level_updates_answer_as_the_general_path_does() {
         drop(s);
         drop(engine);
         // What the byte path wrote is in the WAL like any other update.
-        let engine = engine_at(dir.path());
-        let mut s = engine.new_session();
         assert_eq!(
-            query(&mut s, "SELECT * FROM fast ORDER BY id").await,
+            query_after_restart(dir.path(), "SELECT * FROM fast ORDER BY id").await,
             [
                 "1|10|9|100|1007|one",
                 "2|20|-3|42|0|two",
