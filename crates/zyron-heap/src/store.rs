@@ -584,6 +584,11 @@ impl Transaction {
             let mut written = None;
             let step = table.update(&self.ctx(), slot, |current| {
                 let row = new_row(current)?;
+                // Refused before the version is pushed: afterwards the row
+                // would hold this transaction's marks with no write to undo.
+                if let Some(row) = &row {
+                    self.check_row_size(row)?;
+                }
                 written = row.clone();
                 Ok(row)
             })?;
@@ -592,7 +597,6 @@ impl Transaction {
                 Step::Done(false) => return Ok(false),
                 Step::Done(true) => {
                     let row = written.expect("an update wrote a row");
-                    self.check_row_size(&row)?;
                     self.writes.push(Write {
                         table: table.clone(),
                         slot,

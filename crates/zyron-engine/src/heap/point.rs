@@ -522,7 +522,7 @@ impl Point<'_> {
     /// The `indices` columns of the row with this primary key, if the
     /// session's snapshot sees one: decoded from the row's bytes, the index
     /// having answered the WHERE clause exactly (see `key.rs`).
-    async fn select_by_key(&self, key: &[u8], indices: &[usize]) -> Result<RecordBatch> {
+    async fn select_by_key(&self, key: &key::ExactKey, indices: &[usize]) -> Result<RecordBatch> {
         let row = {
             let guard = self.session.lock().await;
             let txn = guard.as_ref().ok_or_else(no_transaction)?;

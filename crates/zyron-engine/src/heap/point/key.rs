@@ -15,17 +15,40 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast;
 use zyron_heap::Transaction;
+use zyron_heap::row::RowCodec;
 use zyron_heap::table::HeapTable;
 
 use super::Translator;
 
-/// The encoded primary key a WHERE clause pins: `k1 = v1 AND k2 = v2 ...`,
-/// exactly one integer equality per key column and nothing else.
+/// A primary key a WHERE clause pins: its index bytes, and its value in each
+/// key column.
+#[derive(Debug)]
+pub(super) struct ExactKey {
+    bytes: Vec<u8>,
+    /// `(column, width, value)` per key column.
+    values: Vec<(usize, usize, i64)>,
+}
+
+impl ExactKey {
+    /// Whether `row` has this key. The versions in one slot normally all do
+    /// (an UPDATE of the key moves the row), but a key added by ALTER TABLE
+    /// indexes a slot by its newest version, and an older version, or one
+    /// whose writer then rolled back, may hold other values.
+    pub(super) fn matches(&self, codec: &RowCodec, row: &[u8]) -> bool {
+        self.values.iter().all(|&(column, width, value)| {
+            let (at, null) = codec.locate(row, column);
+            !null && read_integer(&row[at..at + width]) == value
+        })
+    }
+}
+
+/// The primary key a WHERE clause pins: `k1 = v1 AND k2 = v2 ...`, exactly
+/// one integer equality per key column and nothing else.
 pub(super) fn exact_key(
     table: &HeapTable,
     translator: &Translator<'_>,
     selection: &ast::Expr,
-) -> Option<Vec<u8>> {
+) -> Option<ExactKey> {
     let key_columns = table.key_codec()?.key_columns();
     let mut conjuncts = Vec::new();
     split_and(selection, &mut conjuncts);
@@ -33,7 +56,8 @@ pub(super) fn exact_key(
         return None;
     }
     let schema = table.codec().schema();
-    let mut values: Vec<Option<ArrayRef>> = vec![None; key_columns.len()];
+    let mut arrays: Vec<Option<ArrayRef>> = vec![None; key_columns.len()];
+    let mut values = Vec::with_capacity(key_columns.len());
     for conjunct in conjuncts {
         let ast::Expr::BinaryOp {
             left,
@@ -50,24 +74,29 @@ pub(super) fn exact_key(
         let position = key_columns.iter().position(|&c| c == column)?;
         let data_type = schema.field(column).data_type();
         let width = integer_width(data_type)?;
-        if values[position].is_some() || !fits(value, width) {
+        if arrays[position].is_some() || !fits(value, width) {
             return None;
         }
         let array: ArrayRef = Arc::new(Int64Array::from(vec![value]));
-        values[position] = Some(cast(&array, data_type).ok()?);
+        arrays[position] = Some(cast(&array, data_type).ok()?);
+        values.push((column, width, value));
     }
-    let values: Vec<ArrayRef> = values.into_iter().collect::<Option<_>>()?;
-    Some(table.key_codec()?.key_of(&values))
+    let arrays: Vec<ArrayRef> = arrays.into_iter().collect::<Option<_>>()?;
+    Some(ExactKey {
+        bytes: table.key_codec()?.key_of(&arrays),
+        values,
+    })
 }
 
 /// The slot of `key`'s row and the row's bytes, if `txn`'s snapshot sees one.
 pub(super) fn visible_row(
     table: &HeapTable,
     txn: &Transaction,
-    key: &[u8],
+    key: &ExactKey,
 ) -> Option<(u64, Vec<u8>)> {
-    let slot = table.slot_for_key(key)?;
-    Some((slot, table.visible_row(&txn.snapshot(), slot)?))
+    let slot = table.slot_for_key(&key.bytes)?;
+    let row = table.visible_row(&txn.snapshot(), slot)?;
+    key.matches(table.codec(), &row).then_some((slot, row))
 }
 
 /// The operands of a tree of ANDs (parentheses looked through).
@@ -129,5 +158,15 @@ pub(super) fn fits(value: i64, width: usize) -> bool {
         2 => i16::try_from(value).is_ok(),
         4 => i32::try_from(value).is_ok(),
         _ => true,
+    }
+}
+
+/// A little-endian signed integer of 2, 4 or 8 bytes.
+pub(super) fn read_integer(bytes: &[u8]) -> i64 {
+    match bytes.len() {
+        2 => i16::from_le_bytes([bytes[0], bytes[1]]).into(),
+        4 => i32::from_le_bytes(bytes.try_into().expect("4 bytes")).into(),
+        8 => i64::from_le_bytes(bytes.try_into().expect("8 bytes")),
+        width => unreachable!("integer columns are 2, 4 or 8 bytes wide, not {width}"),
     }
 }

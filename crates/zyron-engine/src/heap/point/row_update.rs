@@ -29,7 +29,7 @@ use zyron_heap::row::RowCodec;
 use zyron_heap::table::HeapTable;
 
 use super::Translator;
-use super::key::{exact_key, fits, integer, integer_width, visible_row};
+use super::key::{ExactKey, exact_key, fits, integer, integer_width, read_integer, visible_row};
 use crate::heap::{SessionTxn, no_transaction, to_df};
 
 /// What an assignment does to an integer column.
@@ -52,7 +52,7 @@ struct Assignment {
 /// An UPDATE of one row, by key, on its bytes.
 #[derive(Debug)]
 pub(super) struct RowUpdate {
-    key: Vec<u8>,
+    key: ExactKey,
     assignments: Vec<Assignment>,
 }
 
@@ -105,8 +105,15 @@ impl RowUpdate {
             return Ok(0);
         };
         let codec = table.codec();
+        // A writer that held the row may have left a version with another
+        // key (see `ExactKey::matches`): then the WHERE clause no longer holds.
         let changed = txn
-            .update(table, slot, |current| self.apply(codec, current).map(Some))
+            .update(table, slot, |current| {
+                match self.key.matches(codec, current) {
+                    true => self.apply(codec, current).map(Some),
+                    false => Ok(None),
+                }
+            })
             .await
             .map_err(to_df)?;
         Ok(u64::from(changed))
@@ -166,16 +173,6 @@ fn strip_nested(expr: &ast::Expr) -> &ast::Expr {
     match expr {
         ast::Expr::Nested(inner) => strip_nested(inner),
         other => other,
-    }
-}
-
-/// A little-endian signed integer of 2, 4 or 8 bytes.
-fn read_integer(bytes: &[u8]) -> i64 {
-    match bytes.len() {
-        2 => i16::from_le_bytes([bytes[0], bytes[1]]).into(),
-        4 => i32::from_le_bytes(bytes.try_into().expect("4 bytes")).into(),
-        8 => i64::from_le_bytes(bytes.try_into().expect("8 bytes")),
-        width => unreachable!("integer columns are 2, 4 or 8 bytes wide, not {width}"),
     }
 }
 
