@@ -63,9 +63,9 @@ fn query_rounds(scale: Scale) -> usize {
     scale.pick(2, 25)
 }
 
-/// Full scans per round of `columnar`: a scan's output is fresh memory, and on these virtual
-/// machines first touching it costs 0.25 to 0.75 s of page faults per GB of Arrow, for either
-/// reader and varying from minute to minute. Three scans a round (15 in a full run) let the
+/// Full scans per round of `columnar`: the first scan of a round writes fresh memory, and on
+/// these virtual machines first touching it costs 0.25 to 0.75 s of page faults per GB of
+/// Arrow, for either reader and varying from minute to minute (measured under glibc's malloc). Three scans a round (15 in a full run) let the
 /// median settle where five did not: one run on the same code gave lineitem 2.28x Parquet
 /// and the next 1.99x.
 const SCANS_PER_ROUND: usize = 3;
@@ -438,8 +438,8 @@ fn columnar() {
             for _ in 0..SCANS_PER_ROUND {
                 // Each reader's previous output is freed just before it scans again, so every
                 // scan starts from the same allocator state: the memory of its own last output
-                // free for reuse. (Freeing all three first would hand the memory to whichever
-                // reader runs first under an allocator that keeps freed pages, as mimalloc does.)
+                // free for reuse. (mimalloc gives freed pages back to the system only after
+                // 10 ms, so freeing all three first handed them to whichever reader ran first.)
                 drop(std::mem::take(&mut ours));
                 let d;
                 (d, ours) = time(|| scan_zyr(&zyr));
