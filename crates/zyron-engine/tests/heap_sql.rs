@@ -669,6 +669,30 @@ fn a_key_lookup_never_returns_a_version_with_another_key() {
             run(&mut b, "UPDATE moved SET v = v + 1 WHERE id = 2").await,
             "UPDATE 0"
         );
+        // The index, built after b's snapshot, holds each row's newest key only: b scans
+        // instead, and finds id 1 as PostgreSQL does (its index is unused by older snapshots).
+        for sql in [
+            "SELECT v FROM moved WHERE id = 1",
+            "SELECT v FROM moved WHERE id IN (1, 3)",
+            "SELECT v FROM moved WHERE id >= 1 AND id < 2",
+        ] {
+            assert_eq!(query(&mut b, sql).await, ["10"], "{sql}");
+        }
+        // The row changed after b's snapshot: under REPEATABLE READ that is 40001.
+        let err = error(&mut b, "UPDATE moved SET v = v + 1 WHERE id = 1").await;
+        assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE);
+        run(&mut b, "ROLLBACK").await;
+        // A snapshot taken after the ALTER uses the index.
+        run(&mut b, "BEGIN ISOLATION LEVEL REPEATABLE READ").await;
+        assert!(
+            query(&mut b, "SELECT v FROM moved WHERE id = 1")
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            run(&mut b, "UPDATE moved SET v = v + 1 WHERE id = 2").await,
+            "UPDATE 1"
+        );
         run(&mut b, "ROLLBACK").await;
         assert_eq!(
             query(&mut b, "SELECT v FROM moved WHERE id = 2").await,

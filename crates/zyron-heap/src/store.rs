@@ -694,7 +694,9 @@ impl Transaction {
         def: TableDef,
     ) -> Result<Arc<HeapTable>> {
         assert_eq!(def.id, table.id(), "a redefinition keeps the table's id");
-        let new = Arc::new(table.with_def(def)?);
+        // Snapshots from now on see each row's newest version, which the new index holds.
+        let built_ts = self.store.txns.snapshot(self.txn).read_ts;
+        let new = Arc::new(table.with_def(def, built_ts)?);
         self.log(&Op::Redefine {
             def: new.def().to_json(),
         })?;
@@ -1064,7 +1066,8 @@ impl Replay {
             }
             Op::Redefine { def } => {
                 let def = TableDef::from_json(&def)?;
-                let new = Arc::new(self.table(def.id)?.with_def(def)?);
+                // Recovery: no snapshot from before the restart survives it.
+                let new = Arc::new(self.table(def.id)?.with_def(def, 0)?);
                 self.tables.insert(new.id(), new);
             }
         }

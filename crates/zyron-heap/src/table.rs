@@ -135,6 +135,10 @@ pub struct HeapTable {
     next_slot: AtomicU64,
     free_slots: Mutex<Vec<u64>>,
     index: RwLock<BPlusTree>,
+    /// Snapshots older than this may not use the index: one built over existing rows (ALTER
+    /// TABLE ... ADD PRIMARY KEY) holds each row's newest key only, and an older snapshot
+    /// may see a version with another key. 0 for an index kept since the table was created.
+    index_serves_from_ts: u64,
     memory: Arc<MemoryBudget>,
 }
 
@@ -215,6 +219,7 @@ impl HeapTable {
             next_slot: AtomicU64::new(0),
             free_slots: Mutex::new(Vec::new()),
             index: RwLock::new(BPlusTree::new()),
+            index_serves_from_ts: 0,
             memory,
         })
     }
@@ -530,6 +535,13 @@ impl HeapTable {
         (self.slot_count() as usize).div_ceil(PAGE_SLOTS)
     }
 
+    /// Whether lookups through the primary-key index find every row `snapshot`
+    /// sees. When not, the caller scans the pages instead, as PostgreSQL plans
+    /// a sequential scan for a transaction older than a new index.
+    pub fn key_index_serves(&self, snapshot: &Snapshot) -> bool {
+        snapshot.read_ts >= self.index_serves_from_ts
+    }
+
     /// The slot holding `key`, if any version of it exists.
     pub fn slot_for_key(&self, key: &[u8]) -> Option<u64> {
         self.index_read().get(key)
@@ -709,9 +721,12 @@ impl HeapTable {
     }
 
     /// The same rows under a new definition (same columns; for example a new
-    /// primary key), sharing this table's pages; the index is rebuilt.
-    pub fn with_def(&self, def: TableDef) -> Result<HeapTable> {
+    /// primary key), sharing this table's pages; the index is rebuilt over the
+    /// newest versions, so only snapshots taken at `built_ts` or later may use it
+    /// (see [`HeapTable::key_index_serves`]).
+    pub fn with_def(&self, def: TableDef, built_ts: u64) -> Result<HeapTable> {
         let mut table = HeapTable::new(def, self.memory.clone())?;
+        table.index_serves_from_ts = built_ts;
         *table.pages.get_mut().unwrap_or_else(|p| p.into_inner()) = self.pages().clone();
         table.next_slot = AtomicU64::new(self.slot_count());
         *table

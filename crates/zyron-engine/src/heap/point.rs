@@ -30,6 +30,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
+use zyron_txn::Snapshot;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
@@ -499,11 +500,18 @@ impl Point<'_> {
         let Some(columns) = self.projection(projection) else {
             return Ok(None);
         };
+        let snapshot = self.snapshot().await?;
+        if !self.table.key_index_serves(&snapshot) {
+            return Ok(None);
+        }
         let indices: Vec<usize> = columns.iter().map(|(index, _)| *index).collect();
         let translator = self.translator(Some(self.table.codec().schema()));
         let projected = match key::exact_key(self.table, &translator, selection) {
             Some(key) => self.select_by_key(&key, &indices).await?,
-            None => match self.select_by_filters(selection, &indices).await? {
+            None => match self
+                .select_by_filters(&snapshot, selection, &indices)
+                .await?
+            {
                 Some(projected) => projected,
                 None => return Ok(None),
             },
@@ -522,6 +530,12 @@ impl Point<'_> {
     /// The `indices` columns of the row with this primary key, if the
     /// session's snapshot sees one: decoded from the row's bytes, the index
     /// having answered the WHERE clause exactly (see `key.rs`).
+    /// The statement's snapshot: the session transaction's.
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let guard = self.session.lock().await;
+        Ok(guard.as_ref().ok_or_else(no_transaction)?.snapshot())
+    }
+
     async fn select_by_key(&self, key: &key::ExactKey, indices: &[usize]) -> Result<RecordBatch> {
         let row = {
             let guard = self.session.lock().await;
@@ -541,13 +555,14 @@ impl Point<'_> {
     /// in parallel).
     async fn select_by_filters(
         &self,
+        snapshot: &Snapshot,
         selection: &ast::Expr,
         indices: &[usize],
     ) -> Result<Option<RecordBatch>> {
         let Some(filters) = self.filters(Some(selection))? else {
             return Ok(None);
         };
-        let Some(slots) = key_lookup(self.table, &filters)? else {
+        let Some(slots) = key_lookup(self.table, snapshot, &filters)? else {
             return Ok(None);
         };
         let compile = |expr, schema: &DFSchema| self.compiler.compile_prepared(expr, schema);
@@ -599,6 +614,9 @@ impl Point<'_> {
         assignments: &[ast::Assignment],
         selection: Option<&ast::Expr>,
     ) -> Result<Option<Outcome>> {
+        if !self.table.key_index_serves(&self.snapshot().await?) {
+            return Ok(None);
+        }
         let translator = self.translator(Some(self.table.codec().schema()));
         if let Some(plan) = RowUpdate::plan(self.table, &translator, assignments, selection) {
             return Ok(Some(Outcome::Written {

@@ -151,7 +151,7 @@ impl TableProvider for HeapTableProvider {
             Some(session) => session.snapshot(),
             None => committed_snapshot(&self.store),
         };
-        let slots = key_lookup(&self.table, filters)?;
+        let slots = key_lookup(&self.table, &snapshot, filters)?;
         Ok(Arc::new(HeapScanExec::new(
             self.table.clone(),
             self.store.clone(),

@@ -188,11 +188,19 @@ impl ExecutionPlan for HeapScanExec {
 
 /// The slots the primary-key index names for `filters`, if they pin the key:
 /// an equality (or IN list) on every key column, or a range on a one-column key.
-/// `None` means the filters do not narrow the scan.
-pub fn key_lookup(table: &HeapTable, filters: &[Expr]) -> Result<Option<Vec<u64>>> {
+/// `None` means the filters do not narrow the scan, or the index does not serve
+/// `snapshot` (it is newer than the snapshot).
+pub fn key_lookup(
+    table: &HeapTable,
+    snapshot: &Snapshot,
+    filters: &[Expr],
+) -> Result<Option<Vec<u64>>> {
     let Some(codec) = table.key_codec() else {
         return Ok(None);
     };
+    if !table.key_index_serves(snapshot) {
+        return Ok(None);
+    }
     let schema = table.codec().schema();
     let columns = codec.key_columns();
     let conjuncts: Vec<&Expr> = filters.iter().flat_map(|f| split_conjunction(f)).collect();

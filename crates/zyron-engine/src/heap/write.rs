@@ -273,7 +273,12 @@ pub fn candidates(
     filters: &[Expr],
     predicate: &[Arc<dyn PhysicalExpr>],
 ) -> Result<Vec<(Vec<u64>, RecordBatch)>> {
-    candidates_in(table, txn, key_lookup(table, filters)?, predicate)
+    candidates_in(
+        table,
+        txn,
+        key_lookup(table, &txn.snapshot(), filters)?,
+        predicate,
+    )
 }
 
 /// As [`candidates`], with the index lookup already done: `slots` from
