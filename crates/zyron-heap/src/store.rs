@@ -694,8 +694,10 @@ impl Transaction {
         def: TableDef,
     ) -> Result<Arc<HeapTable>> {
         assert_eq!(def.id, table.id(), "a redefinition keeps the table's id");
-        // Snapshots from now on see each row's newest version, which the new index holds.
-        let built_ts = self.store.txns.snapshot(self.txn).read_ts;
+        // Snapshots below this may see versions older than the newest, which the new index
+        // holds; it rises to the commit timestamp at publication. (`visible_ts`, not a new
+        // snapshot: taking one would move this transaction's pin for garbage collection.)
+        let built_ts = self.store.txns.visible_ts();
         let new = Arc::new(table.with_def(def, built_ts)?);
         self.log(&Op::Redefine {
             def: new.def().to_json(),
@@ -883,7 +885,10 @@ impl Transaction {
                     catalog.put(t);
                 }
                 Ddl::Drop(t) => catalog.drop_table(t.id(), ts),
-                Ddl::Redefine { new } => catalog.put(new),
+                Ddl::Redefine { new } => {
+                    new.index_serves_from(ts);
+                    catalog.put(new)
+                }
             }
         }
     }

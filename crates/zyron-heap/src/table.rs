@@ -137,8 +137,9 @@ pub struct HeapTable {
     index: RwLock<BPlusTree>,
     /// Snapshots older than this may not use the index: one built over existing rows (ALTER
     /// TABLE ... ADD PRIMARY KEY) holds each row's newest key only, and an older snapshot
-    /// may see a version with another key. 0 for an index kept since the table was created.
-    index_serves_from_ts: u64,
+    /// may see a version with another key. 0 for an index kept since the table was created;
+    /// raised to the ALTER's commit timestamp when the new definition is published.
+    index_serves_from_ts: AtomicU64,
     memory: Arc<MemoryBudget>,
 }
 
@@ -219,7 +220,7 @@ impl HeapTable {
             next_slot: AtomicU64::new(0),
             free_slots: Mutex::new(Vec::new()),
             index: RwLock::new(BPlusTree::new()),
-            index_serves_from_ts: 0,
+            index_serves_from_ts: AtomicU64::new(0),
             memory,
         })
     }
@@ -539,7 +540,14 @@ impl HeapTable {
     /// sees. When not, the caller scans the pages instead, as PostgreSQL plans
     /// a sequential scan for a transaction older than a new index.
     pub fn key_index_serves(&self, snapshot: &Snapshot) -> bool {
-        snapshot.read_ts >= self.index_serves_from_ts
+        snapshot.read_ts >= self.index_serves_from_ts.load(Ordering::Acquire)
+    }
+
+    /// Raises the oldest snapshot the index serves to `ts`: the commit timestamp of the
+    /// definition that built it. Commits stamped before it may have ended versions the build
+    /// saw as newest, and a snapshot below it may still see the keys they replaced.
+    pub fn index_serves_from(&self, ts: u64) {
+        self.index_serves_from_ts.fetch_max(ts, Ordering::AcqRel);
     }
 
     /// The slot holding `key`, if any version of it exists.
@@ -722,11 +730,12 @@ impl HeapTable {
 
     /// The same rows under a new definition (same columns; for example a new
     /// primary key), sharing this table's pages; the index is rebuilt over the
-    /// newest versions, so only snapshots taken at `built_ts` or later may use it
-    /// (see [`HeapTable::key_index_serves`]).
+    /// newest versions, so only snapshots taken at `built_ts` or later, and once
+    /// the definition commits at its commit timestamp or later, may use it (see
+    /// [`HeapTable::key_index_serves`]).
     pub fn with_def(&self, def: TableDef, built_ts: u64) -> Result<HeapTable> {
         let mut table = HeapTable::new(def, self.memory.clone())?;
-        table.index_serves_from_ts = built_ts;
+        table.index_serves_from_ts = AtomicU64::new(built_ts);
         *table.pages.get_mut().unwrap_or_else(|p| p.into_inner()) = self.pages().clone();
         table.next_slot = AtomicU64::new(self.slot_count());
         *table

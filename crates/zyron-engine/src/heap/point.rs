@@ -500,7 +500,7 @@ impl Point<'_> {
         let Some(columns) = self.projection(projection) else {
             return Ok(None);
         };
-        let snapshot = self.snapshot().await?;
+        let snapshot = self.session.snapshot();
         if !self.table.key_index_serves(&snapshot) {
             return Ok(None);
         }
@@ -530,12 +530,6 @@ impl Point<'_> {
     /// The `indices` columns of the row with this primary key, if the
     /// session's snapshot sees one: decoded from the row's bytes, the index
     /// having answered the WHERE clause exactly (see `key.rs`).
-    /// The statement's snapshot: the session transaction's.
-    async fn snapshot(&self) -> Result<Snapshot> {
-        let guard = self.session.lock().await;
-        Ok(guard.as_ref().ok_or_else(no_transaction)?.snapshot())
-    }
-
     async fn select_by_key(&self, key: &key::ExactKey, indices: &[usize]) -> Result<RecordBatch> {
         let row = {
             let guard = self.session.lock().await;
@@ -614,11 +608,11 @@ impl Point<'_> {
         assignments: &[ast::Assignment],
         selection: Option<&ast::Expr>,
     ) -> Result<Option<Outcome>> {
-        if !self.table.key_index_serves(&self.snapshot().await?) {
-            return Ok(None);
-        }
         let translator = self.translator(Some(self.table.codec().schema()));
-        if let Some(plan) = RowUpdate::plan(self.table, &translator, assignments, selection) {
+        let serves = self.table.key_index_serves(&self.session.snapshot());
+        if let Some(plan) =
+            RowUpdate::plan(self.table, &translator, assignments, selection).filter(|_| serves)
+        {
             return Ok(Some(Outcome::Written {
                 command: "UPDATE",
                 rows: plan.run(self.table, self.session).await?,
