@@ -30,7 +30,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
-use zyron_txn::Snapshot;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat_batches;
@@ -51,6 +50,7 @@ use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast;
 use zyron_heap::catalog::DEFAULT_SCHEMA;
 use zyron_heap::table::HeapTable;
+use zyron_txn::Snapshot;
 
 mod key;
 mod row_update;
@@ -609,9 +609,12 @@ impl Point<'_> {
         selection: Option<&ast::Expr>,
     ) -> Result<Option<Outcome>> {
         let translator = self.translator(Some(self.table.codec().schema()));
+        // The byte path finds its row through the index; a snapshot it does not serve takes
+        // the general path, which scans.
         let serves = self.table.key_index_serves(&self.session.snapshot());
-        if let Some(plan) =
-            RowUpdate::plan(self.table, &translator, assignments, selection).filter(|_| serves)
+        if let Some(plan) = serves
+            .then(|| RowUpdate::plan(self.table, &translator, assignments, selection))
+            .flatten()
         {
             return Ok(Some(Outcome::Written {
                 command: "UPDATE",
