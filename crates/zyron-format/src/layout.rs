@@ -234,19 +234,19 @@ pub struct ColumnMeta {
     pub blocks: Vec<BlockMeta>,
     /// Index of each block's first value (prefix sums of `blocks[i].values`), plus the total.
     pub block_starts: Vec<u64>,
+    /// Each block's zone map, its vectors' merged: derived when the record is read, not
+    /// stored, so a scan can rule a block out without touching its vectors' zone maps.
+    pub block_zones: Vec<ZoneMap>,
 }
 
 impl ColumnMeta {
     pub(crate) fn new(blocks: Vec<BlockMeta>) -> ColumnMeta {
-        let zones = blocks.iter().flat_map(|b| b.zones.iter());
-        let file = zones.fold(
-            ZoneMap {
-                values: 0,
-                nulls: 0,
-                stat: Stat::None,
-            },
-            |acc, z| acc.merge(z),
-        );
+        let merged = |zones: &mut dyn Iterator<Item = &ZoneMap>| {
+            zones.fold(ZoneMap::EMPTY, |acc, z| acc.merge(z))
+        };
+        let block_zones: Vec<ZoneMap> =
+            blocks.iter().map(|b| merged(&mut b.zones.iter())).collect();
+        let file = merged(&mut block_zones.iter());
         let mut block_starts = Vec::with_capacity(blocks.len() + 1);
         let mut at = 0;
         for b in &blocks {
@@ -260,6 +260,7 @@ impl ColumnMeta {
             stat: file.stat,
             blocks,
             block_starts,
+            block_zones,
         }
     }
 
@@ -294,7 +295,10 @@ impl ColumnMeta {
         let mut r = ByteReader::new(bytes, "column record");
         let values = r.uvarint()?;
         let nulls = r.uvarint()?;
-        let stat = Stat::read(&mut r)?;
+        // The stored file statistic is parsed but not trusted: the zone maps determine it
+        // (SPEC.md 2.9), and writers before that rule could store a bound that a zone
+        // without one did not honour.
+        let _stored_stat = Stat::read(&mut r)?;
         // Each block entry takes at least 31 bytes, which bounds the count by the record's size.
         let block_count = r.uvarint_max(r.remaining() as u64 / 31, "block count")?;
         let mut blocks = Vec::with_capacity(block_count);
@@ -358,7 +362,7 @@ impl ColumnMeta {
                 meta.values, meta.nulls
             ));
         }
-        Ok(ColumnMeta { stat, ..meta })
+        Ok(meta)
     }
 }
 

@@ -947,6 +947,12 @@ impl Scan {
         for p in &self.predicates {
             let node = self.file.footer.roots[p.column];
             let meta = self.file.column_meta(node)?;
+            let block_zone = &meta.block_zones[block];
+            if !p.might_match(&block_zone.stat, block_zone.nulls, block_zone.values) {
+                // The whole block is ruled out: its vectors' zone maps need not be read.
+                keep.fill(false);
+                break;
+            }
             for (k, z) in keep.iter_mut().zip(&meta.blocks[block].zones) {
                 *k &= p.might_match(&z.stat, z.nulls, z.values);
             }

@@ -239,12 +239,31 @@ impl ZoneMap {
         })
     }
 
+    /// The zone map of no values, which merging leaves unchanged.
+    pub const EMPTY: ZoneMap = ZoneMap {
+        values: 0,
+        nulls: 0,
+        stat: Stat::None,
+    };
+
+    /// The zone map of both zones' values. A zone with non-null values but no statistic (no
+    /// bound is representable, or the type has no order) makes the union's unknown too.
     pub fn merge(&self, other: &ZoneMap) -> ZoneMap {
+        let stat = if self.unbounded() || other.unbounded() {
+            Stat::None
+        } else {
+            self.stat.merge(&other.stat)
+        };
         ZoneMap {
             values: self.values + other.values,
             nulls: self.nulls + other.nulls,
-            stat: self.stat.merge(&other.stat),
+            stat,
         }
+    }
+
+    /// Whether the zone holds non-null values its statistic does not bound.
+    fn unbounded(&self) -> bool {
+        self.stat == Stat::None && self.nulls < self.values
     }
 }
 

@@ -165,6 +165,47 @@ fn opening_takes_one_read_and_a_large_footer_two() {
     );
 }
 
+/// A vector whose values have no representable bound (a long run of 0xff bytes) has no
+/// statistic; merging it into its block's and the file's must make those unknown too, or a
+/// filter would skip the value.
+#[test]
+fn a_vector_without_bounds_leaves_its_block_and_file_unbounded() {
+    let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Binary, false)]));
+    let unbounded = vec![0xffu8; 100];
+    let values: Vec<Vec<u8>> = (0..4096)
+        .map(|i| match i {
+            3000 => unbounded.clone(),
+            _ => format!("v{i:05}").into_bytes(),
+        })
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(BinaryArray::from_iter_values(values.iter()))],
+    )
+    .unwrap();
+    let file = open(&write(schema, &[batch], WriterOptions::default()));
+    assert_eq!(file.column_statistics(0).unwrap().stat, Stat::None);
+    for mode in [
+        FilterMode::Pushdown,
+        FilterMode::ZoneMapsOnly,
+        FilterMode::Auto,
+    ] {
+        let rows: usize = file
+            .scan(ScanOptions {
+                predicates: vec![pred(
+                    0,
+                    PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(unbounded.clone())),
+                )],
+                filter_mode: mode,
+                ..Default::default()
+            })
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        assert!(rows >= 1, "{mode:?} skipped the unbounded value");
+    }
+}
+
 #[test]
 fn statistics_answer_count_min_max_without_data() {
     let batch = all_types_batch(4_000);
