@@ -80,9 +80,10 @@ pub fn interleave<E>(
     Ok(())
 }
 
-/// The workspace root (where `benchmarks/` lives), found from this crate's manifest.
+/// The workspace root (where `benchmarks/` lives), found from the manifest folder of the
+/// package cargo is running (see [`manifest_dir`]).
 pub fn workspace_root() -> std::path::PathBuf {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = manifest_dir(env!("CARGO_MANIFEST_DIR"));
     manifest
         .ancestors()
         .find(|dir| dir.join("benchmarks").is_dir() && dir.join("Cargo.lock").is_file())
@@ -93,4 +94,15 @@ pub fn workspace_root() -> std::path::PathBuf {
                 .expect("crate lives in crates/")
         })
         .to_path_buf()
+}
+
+/// The manifest folder of the package being run: the one cargo sets for the process (`cargo
+/// test`, `cargo run`), else `compiled`, the value `env!("CARGO_MANIFEST_DIR")` had at build
+/// time. The compile-time value alone is not enough: cargo does not rebuild when only the
+/// checkout's path changes, so a shared target directory can hand one clone a build made in
+/// another, which would then read and write the other clone's files.
+pub fn manifest_dir(compiled: &str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(compiled))
 }

@@ -18,7 +18,12 @@ use bytes::Bytes;
 use zyron_format::{WriterOptions, ZyrFile, ZyrWriter};
 
 fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../formats/zyr/vectors")
+    // The folder cargo runs the test from, not the one it was built in: a shared target
+    // directory may hold a build made in another checkout (see zyron_bench::manifest_dir).
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.join("../../formats/zyr/vectors")
 }
 
 fn one_column(name: &str, array: ArrayRef) -> RecordBatch {

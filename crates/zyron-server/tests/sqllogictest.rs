@@ -94,7 +94,7 @@ fn render(value: &str) -> String {
 }
 
 fn slt_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
+    let dir = zyron_bench::manifest_dir(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/slt exists")
         .map(|entry| entry.unwrap().path())
