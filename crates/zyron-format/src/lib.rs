@@ -14,6 +14,7 @@ pub mod layout;
 pub mod object_reader;
 pub mod predicate;
 pub mod reader;
+mod simd;
 pub mod stats;
 pub mod testing;
 pub mod types;

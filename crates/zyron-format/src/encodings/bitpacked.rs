@@ -12,6 +12,7 @@ use fastlanes::BitPacking;
 use super::{Cascade, Encoding, EncodingId, Ints, VECTOR_LEN, vector_count, vectors_of};
 use crate::error::{Result, corrupt};
 use crate::predicate::IntMatcher;
+use crate::simd::avx2_dispatch;
 
 pub struct BitPacked;
 
@@ -176,13 +177,7 @@ impl<'a> Packed<'a> {
             return;
         }
         let reference = self.reference;
-        self.for_each_vector::<T>(&rows, |offsets| {
-            out.extend(
-                offsets
-                    .iter()
-                    .map(|o| reference.wrapping_add(o.lane_to_u64() as i64)),
-            )
-        });
+        self.for_each_vector::<T>(&rows, |offsets| offsets_to_ints(offsets, reference, out));
     }
 
     fn filter_range<T: Lane>(&self, rows: Range<usize>, lo: u64, hi: u64, out: &mut Vec<bool>) {
@@ -193,6 +188,21 @@ impl<'a> Packed<'a> {
             }))
         });
     }
+}
+
+avx2_dispatch! {
+    /// Appends `reference + offset` for each offset.
+    fn offsets_to_ints<T: Lane>(offsets: &[T], reference: i64, out: &mut Vec<i64>)
+        => offsets_to_ints_kernel
+}
+
+#[inline(always)]
+fn offsets_to_ints_kernel<T: Lane>(offsets: &[T], reference: i64, out: &mut Vec<i64>) {
+    out.extend(
+        offsets
+            .iter()
+            .map(|o| reference.wrapping_add(o.lane_to_u64() as i64)),
+    )
 }
 
 impl Encoding<Ints> for BitPacked {
