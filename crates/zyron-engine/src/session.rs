@@ -626,10 +626,7 @@ impl Session {
                 CommandTag::new("CHECKPOINT")
             }
             Utility::Set { name, value } => {
-                self.settings.set(name, value)?;
-                if name.eq_ignore_ascii_case("timezone") {
-                    self.apply_time_zone(value);
-                }
+                self.set_parameter(name, value)?;
                 CommandTag::new("SET")
             }
             Utility::Show { name } => {
@@ -879,6 +876,21 @@ impl Session {
         Ok(StatementResult::Command(
             CommandTag::new("SELECT").with_rows(rows),
         ))
+    }
+
+    /// `SET name = value` for this session (also what a client's startup parameters and
+    /// `options=-c name=value` do). Unknown names get 42704, read-only ones 55P02.
+    pub fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
+        self.settings.set(name, value)?;
+        if name.eq_ignore_ascii_case("timezone") {
+            self.apply_time_zone(value);
+        }
+        Ok(())
+    }
+
+    /// Whether `name` is a run-time parameter this session knows.
+    pub fn knows_parameter(&self, name: &str) -> bool {
+        self.settings.get(name).is_ok()
     }
 
     fn apply_time_zone(&self, value: &str) {

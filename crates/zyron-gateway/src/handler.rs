@@ -23,10 +23,10 @@ use pgwire::api::{
 };
 use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
-use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute};
 use pgwire::messages::simplequery::Query;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::sync::Mutex;
 
 use zyron_common::ZyronError;
@@ -96,6 +96,33 @@ impl NoopStartupHandler for Backend {
     /// Registering the connection lets a CancelRequest (psql's Ctrl-C) find it.
     fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
         Some(Arc::clone(&self.manager))
+    }
+
+    /// Applies the client's startup parameters and `options` (see [`crate::startup`]); a bad
+    /// one refuses the connection with a FATAL error, as PostgreSQL does.
+    async fn post_startup<C>(
+        &self,
+        _client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let PgWireFrontendMessage::Startup(startup) = message else {
+            return Ok(());
+        };
+        let mut session = self.session.lock().await;
+        let parameters = startup
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        crate::startup::apply(&mut session, parameters).map_err(|err| {
+            let mut info = error_info(&err);
+            info.severity = "FATAL".to_owned();
+            PgWireError::UserError(Box::new(info))
+        })
     }
 }
 

@@ -12,5 +12,6 @@ mod deferred_flush;
 mod encode;
 mod handler;
 mod server;
+mod startup;
 
 pub use server::{GatewayOptions, PgServer, ServerStats};

@@ -201,6 +201,47 @@ async fn connections_beyond_the_limit_are_refused_with_53300() {
     );
 }
 
+/// Settings a client gives when it connects: startup parameters (`application_name`) and
+/// `options='-c name=value'` (libpq's `PGOPTIONS`, JDBC's `options`) apply to the session;
+/// an unknown setting in `options` refuses the connection with 42704, and the server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_options_set_the_session_and_bad_ones_refuse_it() {
+    let server = TestServer::start().await;
+    let with_options = |options: &str| {
+        format!(
+            "{} application_name=wire_test options='{options}'",
+            common::connection_string(server.addr())
+        )
+    };
+    let (client, connection) = tokio_postgres::connect(
+        &with_options("-c synchronous_commit=off --statement-timeout=5s"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connects with options");
+    tokio::spawn(connection);
+    for (name, expected) in [
+        ("synchronous_commit", "off"),
+        ("statement_timeout", "5s"),
+        ("application_name", "wire_test"),
+    ] {
+        let rows = simple_rows(client.simple_query(&format!("SHOW {name}")).await.unwrap());
+        assert_eq!(rows, vec![vec![Some(expected.to_owned())]], "{name}");
+    }
+    let err = tokio_postgres::connect(&with_options("-c no_such_setting=1"), tokio_postgres::NoTls)
+        .await
+        .err()
+        .expect("an unknown setting refuses the connection");
+    assert_eq!(sqlstate(&err), "42704");
+    let other = server.connect().await;
+    let rows = simple_rows(other.simple_query("SHOW synchronous_commit").await.unwrap());
+    assert_eq!(
+        rows,
+        vec![vec![Some("on".to_owned())]],
+        "options are per session"
+    );
+}
+
 /// A query slow enough to be in flight when shutdown starts, and cancellable.
 const SLOW_COUNT: &str =
     "SELECT count(*) FROM generate_series(1, 20000) a, generate_series(1, 20000) b";

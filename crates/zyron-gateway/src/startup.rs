@@ -1,0 +1,135 @@
+//! Run-time parameters a client sets when it connects.
+//!
+//! PostgreSQL applies every startup parameter that names a setting (`application_name`,
+//! `client_encoding`, `DateStyle`, `TimeZone`, ...) and reads `options` as command-line
+//! switches: `options='-c synchronous_commit=off'` in a libpq connection string, `PGOPTIONS`,
+//! or JDBC's `options`. Zyron does the same, so a session can be configured without a `SET`.
+
+use zyron_common::{Result, SqlState, ZyronError};
+use zyron_engine::Session;
+
+/// Startup parameters that are not settings.
+const NOT_SETTINGS: &[&str] = &["user", "database", "options", "replication"];
+
+/// Applies a connection's startup parameters to its session. Settings named in `options` must
+/// exist (as in PostgreSQL, which refuses the connection otherwise); other startup parameters
+/// Zyron does not know are ignored, since drivers send some that only some servers have.
+pub fn apply<'a>(
+    session: &mut Session,
+    parameters: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<()> {
+    let mut options = None;
+    for (name, value) in parameters {
+        if name == "options" {
+            options = Some(value);
+        } else if !NOT_SETTINGS.contains(&name) && session.knows_parameter(name) {
+            session.set_parameter(name, value)?;
+        }
+    }
+    // After the plain parameters, so `options` wins where both name a setting, as in PostgreSQL.
+    for (name, value) in parse_options(options.unwrap_or(""))? {
+        session.set_parameter(&name, &value)?;
+    }
+    Ok(())
+}
+
+/// The `name=value` pairs of an `options` string: switches `-c name=value`, `-cname=value` or
+/// `--name=value`, separated by whitespace, where a backslash makes the next character literal
+/// (so `\ ` is a space inside a value). Other switches get 22023.
+pub fn parse_options(options: &str) -> Result<Vec<(String, String)>> {
+    let words = split_words(options);
+    let mut settings = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let assignment = if let Some(rest) = word.strip_prefix("--") {
+            rest.to_owned()
+        } else if word == "-c" {
+            words
+                .next()
+                .ok_or_else(|| invalid("-c needs name=value after it"))?
+        } else if let Some(rest) = word.strip_prefix("-c") {
+            rest.to_owned()
+        } else {
+            return Err(invalid(&format!(
+                "unsupported switch \"{word}\" (only -c name=value and --name=value)"
+            )));
+        };
+        let Some((name, value)) = assignment.split_once('=') else {
+            return Err(invalid(&format!("\"{assignment}\" is not name=value")));
+        };
+        // PostgreSQL accepts dashes for underscores in switch names.
+        settings.push((name.replace('-', "_"), value.to_owned()));
+    }
+    Ok(settings)
+}
+
+fn split_words(options: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+fn invalid(message: &str) -> ZyronError {
+    ZyronError::new(
+        SqlState::INVALID_PARAMETER_VALUE,
+        format!("invalid startup options: {message}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(options: &str) -> Vec<(String, String)> {
+        parse_options(options).unwrap()
+    }
+
+    #[test]
+    fn every_switch_form_gives_name_and_value() {
+        let expected = |n: &str, v: &str| vec![(n.to_owned(), v.to_owned())];
+        assert_eq!(
+            pairs("-c synchronous_commit=off"),
+            expected("synchronous_commit", "off")
+        );
+        assert_eq!(
+            pairs("-csynchronous_commit=off"),
+            expected("synchronous_commit", "off")
+        );
+        assert_eq!(
+            pairs("--synchronous-commit=off"),
+            expected("synchronous_commit", "off")
+        );
+        assert_eq!(
+            pairs("  -c a=1\t--b=2 -cc=x\\ y "),
+            vec![
+                ("a".to_owned(), "1".to_owned()),
+                ("b".to_owned(), "2".to_owned()),
+                ("c".to_owned(), "x y".to_owned())
+            ]
+        );
+        assert!(pairs("").is_empty());
+    }
+
+    #[test]
+    fn malformed_options_are_22023() {
+        for bad in ["-c", "-c novalue", "-D /tmp", "synchronous_commit=off"] {
+            let err = parse_options(bad).unwrap_err();
+            assert_eq!(err.sqlstate(), SqlState::INVALID_PARAMETER_VALUE, "{bad}");
+        }
+    }
+}
