@@ -156,11 +156,26 @@ impl Stat {
                     max: d,
                     exact: e2,
                 },
-            ) => Stat::Bytes {
-                min: a.min(c).clone(),
-                max: b.max(d).clone(),
-                exact: *e1 && *e2,
-            },
+            ) => {
+                let min = a.min(c).clone();
+                if *e1 && *e2 {
+                    return Stat::Bytes {
+                        min,
+                        max: b.max(d).clone(),
+                        exact: true,
+                    };
+                }
+                // An inexact max is exclusive (every value is below it), an exact one is a
+                // value; compare them only once both are exclusive bounds.
+                match (exclusive_max(b, *e1), exclusive_max(d, *e2)) {
+                    (Some(b), Some(d)) => Stat::Bytes {
+                        min,
+                        max: b.max(d),
+                        exact: false,
+                    },
+                    _ => Stat::None,
+                }
+            }
             _ => Stat::None,
         }
     }
@@ -267,6 +282,16 @@ impl ZoneMap {
     }
 }
 
+/// `max` as an exclusive bound: itself if it already is one, else the least string above it of
+/// at most [`MAX_STAT_BYTES`] bytes (`None` when there is none).
+fn exclusive_max(max: &[u8], exact: bool) -> Option<Vec<u8>> {
+    match exact {
+        false => Some(max.to_vec()),
+        true if max.len() < MAX_STAT_BYTES => Some([max, &[0]].concat()),
+        true => truncated_upper_bound(max),
+    }
+}
+
 /// The shortest string of at most [`MAX_STAT_BYTES`] bytes greater than every string starting with
 /// the first [`MAX_STAT_BYTES`] bytes of `max`; `None` when those bytes are all 0xff.
 fn truncated_upper_bound(max: &[u8]) -> Option<Vec<u8>> {
@@ -297,6 +322,30 @@ mod tests {
         assert!(min.as_slice() <= long_a.as_slice());
         assert!(max.as_slice() > long_b.as_slice());
         assert!(max.len() <= MAX_STAT_BYTES);
+    }
+
+    /// A merge of an exact and an inexact maximum is inexact, so its maximum must be an
+    /// exclusive bound above the exact one: "zz" itself would exclude the value "zz".
+    #[test]
+    fn merging_exact_and_inexact_strings_keeps_every_value_below_the_max() {
+        let short = Stat::of_bytes([b"a".as_slice(), b"zz"].into_iter());
+        let long = vec![b'm'; 100];
+        let truncated = Stat::of_bytes([long.as_slice()].into_iter());
+        for merged in [short.merge(&truncated), truncated.merge(&short)] {
+            let Stat::Bytes { max, exact, .. } = &merged else {
+                panic!("expected bytes stat, got {merged:?}")
+            };
+            assert!(!exact);
+            assert!(max.as_slice() > b"zz".as_slice(), "{merged:?}");
+            assert!(max.as_slice() > long.as_slice());
+        }
+        let full = vec![0xffu8; MAX_STAT_BYTES];
+        let exact_full = Stat::of_bytes([full.as_slice()].into_iter());
+        assert_eq!(
+            exact_full.merge(&truncated),
+            Stat::None,
+            "no bound above 64 0xFF bytes"
+        );
     }
 
     #[test]

@@ -206,6 +206,35 @@ fn a_vector_without_bounds_leaves_its_block_and_file_unbounded() {
     }
 }
 
+/// A block whose vectors have an exact maximum ("zz") and a truncated one (a long string
+/// below it): the block's merged zone must still let `= 'zz'` through.
+#[test]
+fn a_block_of_exact_and_truncated_string_bounds_keeps_its_maximum() {
+    let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
+    let long = "m".repeat(100);
+    let values: Vec<String> = (0..2048)
+        .map(|i| match i {
+            7 => "zz".to_owned(),
+            i if i < 1024 => format!("a{i}"),
+            _ => long.clone(),
+        })
+        .collect();
+    let batch =
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(values))]).unwrap();
+    let file = open(&write(schema, &[batch], WriterOptions::default()));
+    for op in [CmpOp::Eq, CmpOp::GtEq] {
+        let rows: usize = file
+            .scan(ScanOptions {
+                predicates: vec![pred(0, PredicateOp::Cmp(op, Scalar::Bytes(b"zz".to_vec())))],
+                ..Default::default()
+            })
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        assert_eq!(rows, 1, "{op:?} 'zz'");
+    }
+}
+
 #[test]
 fn statistics_answer_count_min_max_without_data() {
     let batch = all_types_batch(4_000);

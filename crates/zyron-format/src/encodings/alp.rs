@@ -431,6 +431,14 @@ mod tests {
         assert_ranges_round_trip(&small, true);
     }
 
+    /// The bits of both conversions' outputs: through the dispatch and through the kernel.
+    fn both_conversions<F: FloatLane>(ints: &[i64], factors: (u8, u8)) -> [Vec<u64>; 2] {
+        let (mut dispatched, mut baseline) = (Vec::<F>::new(), Vec::new());
+        ints_to_floats(ints, factors, &mut dispatched);
+        ints_to_floats_kernel(ints, factors, &mut baseline);
+        [dispatched, baseline].map(|v| v.iter().map(|f| f.to_bits64()).collect())
+    }
+
     /// The AVX2 copies the dispatch picks on this machine give the bits the baseline
     /// kernels give, so a file reads the same on every x86-64 CPU.
     #[test]
@@ -447,25 +455,11 @@ mod tests {
                 let ints: Vec<i64> = (0..4099)
                     .map(|_| (next() >> (64 - bits)) as i64 - (1 << (bits - 1)))
                     .collect();
-                let (mut dispatched, mut baseline) = (Vec::<f64>::new(), Vec::new());
-                ints_to_floats(&ints, (e, f), &mut dispatched);
-                ints_to_floats_kernel(&ints, (e, f), &mut baseline);
-                let bits_of = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits_of(&dispatched),
-                    bits_of(&baseline),
-                    "e={e} f={f} bits={bits}"
-                );
+                let [dispatched, baseline] = both_conversions::<f64>(&ints, (e, f));
+                assert_eq!(dispatched, baseline, "f64 e={e} f={f} bits={bits}");
                 if e <= f32::MAX_EXPONENT {
-                    let (mut dispatched, mut baseline) = (Vec::<f32>::new(), Vec::new());
-                    ints_to_floats(&ints, (e, f), &mut dispatched);
-                    ints_to_floats_kernel(&ints, (e, f), &mut baseline);
-                    let bits_of = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits_of(&dispatched),
-                        bits_of(&baseline),
-                        "f32 e={e} bits={bits}"
-                    );
+                    let [dispatched, baseline] = both_conversions::<f32>(&ints, (e, f));
+                    assert_eq!(dispatched, baseline, "f32 e={e} f={f} bits={bits}");
                 }
             }
             let offsets: Vec<u32> = (0..1024).map(|_| next() as u32 >> 12).collect();
@@ -473,12 +467,8 @@ mod tests {
             let (mut dispatched, mut baseline) = (Vec::<f64>::new(), Vec::new());
             offsets_to_floats(&offsets, -(1 << 19), factors, &mut dispatched);
             offsets_to_floats_kernel(&offsets, -(1 << 19), factors, &mut baseline);
-            let bits_of = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(
-                bits_of(&dispatched),
-                bits_of(&baseline),
-                "offsets e={e} f={f}"
-            );
+            let bits = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dispatched), bits(&baseline), "offsets e={e} f={f}");
         }
     }
 }
