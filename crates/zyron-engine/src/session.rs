@@ -881,9 +881,17 @@ impl Session {
     /// `SET name = value` for this session (also what a client's startup parameters and
     /// `options=-c name=value` do). Unknown names get 42704, read-only ones 55P02.
     pub fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
+        // Checked before it is stored, so a zone DataFusion cannot use fails here (22023)
+        // rather than in every later query that touches a timestamptz.
+        let zone = name
+            .eq_ignore_ascii_case("timezone")
+            .then(|| time_zone_offset(value))
+            .transpose()?;
         self.settings.set(name, value)?;
-        if name.eq_ignore_ascii_case("timezone") {
-            self.apply_time_zone(value);
+        if let Some(zone) = zone {
+            let state = self.ctx.state_ref();
+            let mut state = state.write();
+            state.config_mut().options_mut().execution.time_zone = Some(zone);
         }
         Ok(())
     }
@@ -892,17 +900,23 @@ impl Session {
     pub fn knows_parameter(&self, name: &str) -> bool {
         self.settings.get(name).is_ok()
     }
+}
 
-    fn apply_time_zone(&self, value: &str) {
-        let zone = if value.eq_ignore_ascii_case("utc") || value.eq_ignore_ascii_case("default") {
-            "+00:00".to_owned()
-        } else {
-            value.to_owned()
-        };
-        let state = self.ctx.state_ref();
-        let mut state = state.write();
-        state.config_mut().options_mut().execution.time_zone = Some(zone);
+/// The session time zone DataFusion gets for `SET TimeZone = value`: `UTC` and `DEFAULT` as
+/// `+00:00`, else an IANA name or an offset Arrow parses; anything else is 22023.
+fn time_zone_offset(value: &str) -> Result<String> {
+    if value.eq_ignore_ascii_case("utc") || value.eq_ignore_ascii_case("default") {
+        return Ok("+00:00".to_owned());
     }
+    value
+        .parse::<datafusion::arrow::array::timezone::Tz>()
+        .map(|_| value.to_owned())
+        .map_err(|_| {
+            ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("invalid value for parameter \"TimeZone\": \"{value}\""),
+            )
+        })
 }
 
 /// Casts each parameter to the type the plan expects. Drivers encode values

@@ -11,24 +11,26 @@ use zyron_engine::Session;
 /// Startup parameters that are not settings.
 const NOT_SETTINGS: &[&str] = &["user", "database", "options", "replication"];
 
-/// Applies a connection's startup parameters to its session. Settings named in `options` must
-/// exist (as in PostgreSQL, which refuses the connection otherwise); other startup parameters
-/// Zyron does not know are ignored, since drivers send some that only some servers have.
+/// Applies a connection's startup parameters to its session, `options` first and the plain
+/// parameters after (so those win, as in PostgreSQL). Settings named in `options` must exist
+/// and take their value, or the connection is refused; a plain parameter Zyron does not know
+/// or cannot take (a driver's `TimeZone` that Arrow cannot parse) is left at its default,
+/// since drivers send some that only some servers have, and a connection is worth more.
 pub fn apply<'a>(
     session: &mut Session,
-    parameters: impl Iterator<Item = (&'a str, &'a str)>,
+    parameters: impl Iterator<Item = (&'a str, &'a str)> + Clone,
 ) -> Result<()> {
-    let mut options = None;
-    for (name, value) in parameters {
-        if name == "options" {
-            options = Some(value);
-        } else if !NOT_SETTINGS.contains(&name) && session.knows_parameter(name) {
-            session.set_parameter(name, value)?;
-        }
-    }
-    // After the plain parameters, so `options` wins where both name a setting, as in PostgreSQL.
-    for (name, value) in parse_options(options.unwrap_or(""))? {
+    let options = parameters.clone().find(|(name, _)| *name == "options");
+    for (name, value) in parse_options(options.map_or("", |(_, value)| value))? {
         session.set_parameter(&name, &value)?;
+    }
+    for (name, value) in parameters {
+        if NOT_SETTINGS.contains(&name) || !session.knows_parameter(name) {
+            continue;
+        }
+        if let Err(err) = session.set_parameter(name, value) {
+            tracing::debug!(name, value, %err, "startup parameter left at its default");
+        }
     }
     Ok(())
 }
@@ -44,9 +46,9 @@ pub fn parse_options(options: &str) -> Result<Vec<(String, String)>> {
         let assignment = if let Some(rest) = word.strip_prefix("--") {
             rest.to_owned()
         } else if word == "-c" {
-            words
-                .next()
-                .ok_or_else(|| invalid("-c needs name=value after it"))?
+            words.next().ok_or_else(|| {
+                ZyronError::new(SqlState::SYNTAX_ERROR, "-c requires a value (name=value)")
+            })?
         } else if let Some(rest) = word.strip_prefix("-c") {
             rest.to_owned()
         } else {
@@ -70,7 +72,8 @@ fn split_words(options: &str) -> Vec<String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => word.extend(chars.next()),
-            c if c.is_whitespace() => {
+            // C's isspace, as PostgreSQL's pg_split_opts: not Unicode spaces such as U+00A0.
+            ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r' => {
                 if !word.is_empty() {
                     words.push(std::mem::take(&mut word));
                 }
@@ -115,11 +118,11 @@ mod tests {
             expected("synchronous_commit", "off")
         );
         assert_eq!(
-            pairs("  -c a=1\t--b=2 -cc=x\\ y "),
+            pairs("  -c a=1\t--b=2 -cc=x\\ y\u{a0}z "),
             vec![
                 ("a".to_owned(), "1".to_owned()),
                 ("b".to_owned(), "2".to_owned()),
-                ("c".to_owned(), "x y".to_owned())
+                ("c".to_owned(), "x y\u{a0}z".to_owned())
             ]
         );
         assert!(pairs("").is_empty());
@@ -127,7 +130,11 @@ mod tests {
 
     #[test]
     fn malformed_options_are_22023() {
-        for bad in ["-c", "-c novalue", "-D /tmp", "synchronous_commit=off"] {
+        assert_eq!(
+            parse_options("-c").unwrap_err().sqlstate(),
+            SqlState::SYNTAX_ERROR
+        );
+        for bad in ["-c novalue", "-D /tmp", "synchronous_commit=off"] {
             let err = parse_options(bad).unwrap_err();
             assert_eq!(err.sqlstate(), SqlState::INVALID_PARAMETER_VALUE, "{bad}");
         }

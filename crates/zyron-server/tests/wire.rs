@@ -233,7 +233,24 @@ async fn connection_options_set_the_session_and_bad_ones_refuse_it() {
         .err()
         .expect("an unknown setting refuses the connection");
     assert_eq!(sqlstate(&err), "42704");
+    let err = tokio_postgres::connect(
+        &with_options("-c TimeZone=Mars/Olympus"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .err()
+    .expect("a time zone Arrow cannot use refuses the connection");
+    assert_eq!(sqlstate(&err), "22023");
     let other = server.connect().await;
+    let err = other
+        .simple_query("SET TimeZone = 'Mars/Olympus'")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&err), "22023");
+    other
+        .simple_query("SET TimeZone = 'Europe/Paris'")
+        .await
+        .unwrap();
     let rows = simple_rows(other.simple_query("SHOW synchronous_commit").await.unwrap());
     assert_eq!(
         rows,
