@@ -239,14 +239,15 @@ pub struct ColumnMeta {
     pub block_zones: Vec<ZoneMap>,
 }
 
+/// The zone map of all of `zones`' values.
+fn merge_all(zones: &[ZoneMap]) -> ZoneMap {
+    zones.iter().fold(ZoneMap::EMPTY, |acc, z| acc.merge(z))
+}
+
 impl ColumnMeta {
     pub(crate) fn new(blocks: Vec<BlockMeta>) -> ColumnMeta {
-        let merged = |zones: &mut dyn Iterator<Item = &ZoneMap>| {
-            zones.fold(ZoneMap::EMPTY, |acc, z| acc.merge(z))
-        };
-        let block_zones: Vec<ZoneMap> =
-            blocks.iter().map(|b| merged(&mut b.zones.iter())).collect();
-        let file = merged(&mut block_zones.iter());
+        let block_zones: Vec<ZoneMap> = blocks.iter().map(|b| merge_all(&b.zones)).collect();
+        let file = merge_all(&block_zones);
         let mut block_starts = Vec::with_capacity(blocks.len() + 1);
         let mut at = 0;
         for b in &blocks {

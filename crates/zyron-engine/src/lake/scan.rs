@@ -22,7 +22,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use zyron_format::ZoneMap;
 use zyron_lake::data::stat_of;
-use zyron_lake::log::{DataFile, StatRange};
+use zyron_lake::log::DataFile;
 use zyron_lake::{FileFilter, LakeTable, Snapshot};
 
 use crate::heap::to_df;
@@ -135,10 +135,9 @@ fn statistics(files: &[&DataFile], request: &ScanRequest<'_>, schema: &SchemaRef
 fn merged_zone_map(files: &[&DataFile], column: &str) -> Option<ZoneMap> {
     let mut merged: Option<ZoneMap> = None;
     for file in files {
+        // A file whose values have no known range makes the merged range unknown too
+        // (ZoneMap::merge), while its counts still add up.
         let stats = file.stats.get(column)?;
-        if stats.range == StatRange::Unknown && stats.values > stats.nulls {
-            return None;
-        }
         let zone = ZoneMap {
             values: stats.values,
             nulls: stats.nulls,
