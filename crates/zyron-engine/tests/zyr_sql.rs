@@ -258,3 +258,68 @@ fn parquet_converts_to_zyr_and_back_without_loss() {
     assert_eq!(through_zyr, batch);
     assert_eq!(parquet(&through_zyr), batch);
 }
+
+/// A selective range inside one block is shared by both partitions; a plain scan is split at
+/// block boundaries. Either way the partitions together read every row once and count every
+/// vector and block once.
+#[test]
+fn partitions_share_the_candidates_of_a_block() {
+    use datafusion::catalog::TableProvider;
+    use datafusion::physical_plan::{ExecutionPlanProperties, collect_partitioned};
+    use datafusion::prelude::{SessionConfig, SessionContext, col, lit};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ids.zyr");
+    let rows = 200_000i64;
+    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+        datafusion::arrow::datatypes::Field::new(
+            "id",
+            datafusion::arrow::datatypes::DataType::Int64,
+            false,
+        ),
+    ]));
+    let ids = datafusion::arrow::array::Int64Array::from_iter_values(0..rows);
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)]).unwrap();
+    let mut w = zyron_format::ZyrWriter::new(Vec::new(), schema, Default::default()).unwrap();
+    w.write(&batch).unwrap();
+    std::fs::write(&path, w.finish().unwrap().0).unwrap();
+
+    block_on(async {
+        let table = zyron_engine::zyr::ZyrTable::open(path.to_str().unwrap()).unwrap();
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+        // 1,000 <= id < 40,000: vectors 0 to 39 of the first block of 65,536 rows.
+        let in_first_block = col("id")
+            .gt_eq(lit(1_000i64))
+            .and(col("id").lt(lit(40_000i64)));
+        for (filters, expected_rows) in [(vec![in_first_block], 39_000), (vec![], rows)] {
+            let plan = table
+                .scan(&ctx.state(), None, &filters, None)
+                .await
+                .unwrap();
+            assert_eq!(plan.output_partitioning().partition_count(), 2);
+            let parts = collect_partitioned(plan.clone(), ctx.task_ctx())
+                .await
+                .unwrap();
+            let counts: Vec<usize> = parts
+                .iter()
+                .map(|p| p.iter().map(|b| b.num_rows()).sum())
+                .collect();
+            assert!(counts.iter().all(|n| *n > 0), "{filters:?}: {counts:?}");
+            let ids: Vec<i64> = parts
+                .iter()
+                .flatten()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            assert_eq!(ids.len(), expected_rows as usize, "{filters:?}");
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "partitions in order, no row twice"
+            );
+            let metrics = plan.metrics().unwrap();
+            let sum = |name: &str| metrics.sum_by_name(name).unwrap().as_usize();
+            assert_eq!(sum("vectors"), 196, "{filters:?}");
+            assert_eq!(sum("blocks"), 4, "{filters:?}");
+        }
+    });
+}

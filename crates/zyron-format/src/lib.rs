@@ -22,7 +22,7 @@ pub mod writer;
 
 pub use error::{FormatError, Result};
 pub use predicate::{CmpOp, ColumnPredicate, PredicateOp, Scalar};
-pub use reader::{FilterMode, Scan, ScanMetrics, ScanOptions, Source, ZyrFile};
+pub use reader::{FilterMode, Scan, ScanMetrics, ScanOptions, Source, VectorPos, ZyrFile};
 pub use stats::{Stat, ZoneMap};
 pub use types::{TIMESTAMP_PS_EXTENSION, timestamp_ps_field};
 pub use writer::{

@@ -667,6 +667,7 @@ impl ZyrFile {
             batch_vectors: options.batch_rows.div_ceil(VECTOR_LEN).max(1),
             reads: BlockReads::new(options.verify_checksums),
             options,
+            span: VectorPos::block_start(0)..VectorPos::block_start(boundaries.len() - 1),
             boundaries,
             next_block: 0,
             open: None,
@@ -897,6 +898,55 @@ fn read_validity(r: &mut ByteReader<'_>, values: usize) -> Result<Option<Boolean
     })
 }
 
+/// A place in a file's data in scan order: vector `vector` of block `block`. Spans of these
+/// split a file between partitions at vector boundaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct VectorPos {
+    pub block: usize,
+    pub vector: usize,
+}
+
+impl VectorPos {
+    pub fn block_start(block: usize) -> VectorPos {
+        VectorPos { block, vector: 0 }
+    }
+}
+
+impl ZyrFile {
+    /// Blocks in the file.
+    pub fn block_count(&self) -> Result<usize> {
+        Ok(match self.footer.roots.first() {
+            Some(root) => self.column_meta(*root)?.blocks.len(),
+            None => 0,
+        })
+    }
+
+    /// Per vector of `block`: whether the zone maps of `predicates` leave it a candidate
+    /// (bloom filters are not read). Needs only the column records.
+    pub fn zone_candidates(
+        &self,
+        predicates: &[ColumnPredicate],
+        block: usize,
+    ) -> Result<Vec<bool>> {
+        let root = self.column_meta(self.root(0)?)?;
+        let rows = root.block_starts[block + 1] - root.block_starts[block];
+        let mut keep = vec![true; (rows as usize).div_ceil(VECTOR_LEN)];
+        for p in predicates {
+            let meta = self.column_meta(self.root(p.column)?)?;
+            let block_zone = &meta.block_zones[block];
+            if !p.might_match(&block_zone.stat, block_zone.nulls, block_zone.values) {
+                // The whole block is ruled out: its vectors' zone maps need not be read.
+                keep.fill(false);
+                break;
+            }
+            for (k, z) in keep.iter_mut().zip(&meta.blocks[block].zones) {
+                *k &= p.might_match(&z.stat, z.nulls, z.values);
+            }
+        }
+        Ok(keep)
+    }
+}
+
 /// A scan in progress: yields batches of at most [`ScanOptions::batch_rows`] rows, block by
 /// block, skipping what zone maps and bloom filters rule out.
 pub struct Scan {
@@ -910,6 +960,8 @@ pub struct Scan {
     reads: BlockReads,
     boundaries: Vec<u64>,
     next_block: usize,
+    /// The part of the file this scan covers, from [`Scan::with_span`].
+    span: Range<VectorPos>,
     /// The block being returned, batch by batch.
     open: Option<OpenBlock>,
     pushdown: bool,
@@ -930,10 +982,17 @@ impl Scan {
         &self.metrics
     }
 
-    /// Restricts the scan to blocks `blocks` (used to split a file across partitions).
-    pub fn with_blocks(mut self, blocks: Range<usize>) -> Scan {
-        self.next_block = blocks.start;
-        self.boundaries.truncate(blocks.end + 1);
+    /// Restricts the scan to the vectors from `span.start` up to `span.end`, so that
+    /// partitions can share the candidates of one block. Spans that tile a file count each
+    /// vector once in [`ScanMetrics`], and each block once, in the span holding its start.
+    pub fn with_span(mut self, span: Range<VectorPos>) -> Scan {
+        let blocks = self.block_count();
+        let end = span.end.min(VectorPos::block_start(blocks));
+        self.next_block = span.start.block;
+        // The block `end` lies in is read only when some of its vectors are in the span.
+        self.boundaries
+            .truncate(end.block + usize::from(end.vector > 0) + 1);
+        self.span = span.start..end;
         self
     }
 
@@ -941,27 +1000,38 @@ impl Scan {
         self.boundaries.len().saturating_sub(1)
     }
 
-    /// Vectors of `block` that zone maps and bloom filters cannot rule out.
+    /// Vectors of `block` in the span that zone maps and bloom filters cannot rule out.
     fn candidates(&mut self, block: usize, vectors: usize) -> Result<Vec<bool>> {
-        let mut keep = vec![true; vectors];
+        let mut keep = self.file.zone_candidates(&self.predicates, block)?;
+        debug_assert_eq!(keep.len(), vectors);
+        let window = self.window(block, vectors);
+        keep[..window.start].fill(false);
+        keep[window.end..].fill(false);
         for p in &self.predicates {
-            let node = self.file.footer.roots[p.column];
-            let meta = self.file.column_meta(node)?;
-            let block_zone = &meta.block_zones[block];
-            if !p.might_match(&block_zone.stat, block_zone.nulls, block_zone.values) {
-                // The whole block is ruled out: its vectors' zone maps need not be read.
-                keep.fill(false);
+            if !keep.iter().any(|k| *k) {
                 break;
             }
-            for (k, z) in keep.iter_mut().zip(&meta.blocks[block].zones) {
-                *k &= p.might_match(&z.stat, z.nulls, z.values);
-            }
-            if keep.iter().any(|k| *k) && !bloom_allows(&self.file, node, block, p)? {
-                self.metrics.bloom_skips += 1;
-                keep.iter_mut().for_each(|k| *k = false);
+            if !bloom_allows(&self.file, self.file.footer.roots[p.column], block, p)? {
+                self.metrics.bloom_skips += u64::from(window.start == 0);
+                keep.fill(false);
             }
         }
         Ok(keep)
+    }
+
+    /// The vectors of `block` (of `vectors`) that lie in the span.
+    fn window(&self, block: usize, vectors: usize) -> Range<usize> {
+        let start = if block == self.span.start.block {
+            self.span.start.vector.min(vectors)
+        } else {
+            0
+        };
+        let end = if block == self.span.end.block {
+            self.span.end.vector.min(vectors)
+        } else {
+            vectors
+        };
+        start..end.max(start)
     }
 
     /// Moves to the next block with candidate vectors; `None` past the last block.
@@ -971,24 +1041,29 @@ impl Scan {
             self.next_block += 1;
             let rows = (self.boundaries[block + 1] - self.boundaries[block]) as usize;
             let vectors = rows.div_ceil(VECTOR_LEN);
-            self.metrics.blocks += 1;
-            self.metrics.vectors += vectors as u64;
+            let window = self.window(block, vectors);
+            // A block that partitions share is counted once, by the span holding its start.
+            let owns_block = window.start == 0;
+            self.metrics.blocks += u64::from(owns_block);
+            self.metrics.vectors += window.len() as u64;
             let candidates = if self.predicates.is_empty() {
-                vec![true; vectors]
+                let mut all = vec![false; vectors];
+                all[window.clone()].fill(true);
+                all
             } else {
                 self.candidates(block, vectors)?
             };
             let kept = candidates.iter().filter(|k| **k).count();
-            self.metrics.vectors_skipped += (vectors - kept) as u64;
+            self.metrics.vectors_skipped += (window.len() - kept) as u64;
             if kept == 0 {
-                self.metrics.blocks_skipped += 1;
+                self.metrics.blocks_skipped += u64::from(owns_block);
                 continue;
             }
             return Ok(Some(OpenBlock {
                 block,
                 rows,
                 candidates,
-                next_vector: 0,
+                next_vector: window.start,
             }));
         }
         Ok(None)

@@ -565,6 +565,89 @@ fn zone_maps_that_prove_a_match_skip_evaluation_and_keep_nulls_out() {
     }
 }
 
+#[test]
+fn spans_cut_at_any_vector_add_up_to_the_whole_scan() {
+    // 10,000 rows in blocks of 4 vectors: 3 blocks of 4,096 rows, the last one short.
+    let rows = 10_000i64;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("tag", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(StringArray::from_iter(
+                (0..rows).map(|i| (i % 5 != 0).then(|| format!("t{}", i % 13))),
+            )),
+        ],
+    )
+    .unwrap();
+    let file = open(&write(
+        schema.clone(),
+        &[batch.clone()],
+        WriterOptions {
+            block_rows: 4096,
+            ..Default::default()
+        },
+    ));
+    assert_eq!(file.block_count().unwrap(), 3);
+    let in_range = pred(0, PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int(3_000)));
+    let below = pred(0, PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(9_000)));
+    // Zone maps: block 0 keeps vectors 2 and 3, block 1 all four, block 2 its two.
+    assert_eq!(
+        file.zone_candidates(std::slice::from_ref(&in_range), 0)
+            .unwrap(),
+        [false, false, true, true]
+    );
+    assert_eq!(file.zone_candidates(&[], 2).unwrap(), [true, true]);
+    let pos = |block, vector| VectorPos { block, vector };
+    let cuts = [
+        pos(0, 0),
+        pos(0, 3),
+        pos(1, 1),
+        pos(1, 4),
+        pos(2, 1),
+        pos(3, 0),
+    ];
+    for predicates in [vec![], vec![in_range.clone()], vec![in_range, below]] {
+        let scan = |span: Option<std::ops::Range<VectorPos>>| {
+            let scan = file
+                .scan(ScanOptions {
+                    predicates: predicates.clone(),
+                    filter_mode: FilterMode::Pushdown,
+                    ..Default::default()
+                })
+                .unwrap();
+            let scan = match span {
+                Some(span) => scan.with_span(span),
+                None => scan,
+            };
+            scan.map(|b| b.unwrap()).collect::<Vec<_>>()
+        };
+        let whole = arrow::compute::concat_batches(&schema, &scan(None)).unwrap();
+        let pieces: Vec<RecordBatch> = cuts
+            .windows(2)
+            .flat_map(|w| scan(Some(w[0]..w[1])))
+            .collect();
+        let pieces = arrow::compute::concat_batches(&schema, &pieces).unwrap();
+        assert_eq!(pieces, whole, "{predicates:?}");
+        assert!(whole.num_rows() > 0);
+        // An empty span, and one that starts inside its only block, read what they should.
+        assert!(scan(Some(pos(1, 2)..pos(1, 2))).is_empty());
+        let tail: usize = scan(Some(pos(2, 1)..pos(9, 0)))
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        let expected = if predicates.len() == 2 {
+            0
+        } else {
+            10_000 - 9_216
+        };
+        assert_eq!(tail, expected, "{predicates:?}");
+    }
+}
+
 fn pred(column: usize, op: PredicateOp) -> ColumnPredicate {
     ColumnPredicate { column, op }
 }

@@ -1,4 +1,4 @@
-//! `ZyrScanExec`: the physical scan of `.zyr` files, one partition per group of blocks.
+//! `ZyrScanExec`: the physical scan of `.zyr` files, one partition per span of their vectors.
 
 use std::fmt;
 use std::ops::Range;
@@ -18,13 +18,15 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use zyron_format::{ColumnPredicate, FilterMode, Scan, ScanMetrics, ScanOptions, ZyrFile};
+use zyron_format::{
+    ColumnPredicate, FilterMode, Scan, ScanMetrics, ScanOptions, VectorPos, ZyrFile,
+};
 
-/// The blocks one partition reads from one file.
+/// The part of one file that one partition reads.
 #[derive(Clone, Debug)]
-pub struct BlockRange {
+pub struct FileSpan {
     pub file: usize,
-    pub blocks: Range<usize>,
+    pub span: Range<VectorPos>,
 }
 
 #[derive(Debug)]
@@ -33,7 +35,7 @@ pub struct ZyrScanExec {
     projection: Vec<usize>,
     predicates: Vec<ColumnPredicate>,
     filter_mode: FilterMode,
-    partitions: Vec<Vec<BlockRange>>,
+    partitions: Vec<Vec<FileSpan>>,
     schema: SchemaRef,
     statistics: Arc<Statistics>,
     properties: Arc<PlanProperties>,
@@ -46,7 +48,7 @@ impl ZyrScanExec {
         projection: Vec<usize>,
         predicates: Vec<ColumnPredicate>,
         filter_mode: FilterMode,
-        partitions: Vec<Vec<BlockRange>>,
+        partitions: Vec<Vec<FileSpan>>,
         schema: SchemaRef,
         statistics: Statistics,
     ) -> Self {
@@ -111,7 +113,7 @@ impl ExecutionPlan for ZyrScanExec {
             .into_iter()
             .map(move |r| -> Result<zyron_format::Scan> {
                 let scan = files[r.file].scan(options.clone()).map_err(format_error)?;
-                Ok(scan.with_blocks(r.blocks))
+                Ok(scan.with_span(r.span))
             });
         let batches = MeteredBatches {
             scans,

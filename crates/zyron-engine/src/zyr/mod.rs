@@ -28,13 +28,13 @@ use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{CreateExternalTable, Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
-use zyron_format::{FilterMode, Stat, ZyrFile};
+use zyron_format::{ColumnPredicate, FilterMode, Stat, VectorPos, ZyrFile};
 
 pub use copy::{copy_to_zyr, is_zyr_target};
 pub use exec::ZyrScanExec;
 pub use filters::to_predicates;
 
-use exec::{BlockRange, format_error};
+use exec::{FileSpan, format_error};
 
 /// One or more `.zyr` files with one schema, queryable through DataFusion.
 #[derive(Debug)]
@@ -106,34 +106,63 @@ impl ZyrTable {
         })
     }
 
-    /// Splits the files' blocks into at most `partitions` groups of similar size.
-    fn partitions(&self, partitions: usize) -> Result<Vec<Vec<BlockRange>>> {
-        let mut units = vec![];
-        for (i, f) in self.files.iter().enumerate() {
-            let blocks = match f.schema().fields().len() {
-                0 => 0,
-                _ => f.column_meta(0).map_err(format_error)?.blocks.len(),
-            };
-            units.extend((0..blocks).map(|b| (i, b)));
+    /// Splits the files into at most `partitions` partitions of similar work, in file order;
+    /// together they cover every vector, so each scan still counts what it prunes. A plain
+    /// scan is cut at block boundaries. A filtered one is cut between the vectors that zone
+    /// maps leave as candidates, inside a block when that is where they lie, so a selective
+    /// range within one block still keeps every partition busy (Parquet's unit of work, the
+    /// row group, cannot be split this way).
+    fn partitions(
+        &self,
+        partitions: usize,
+        predicates: &[ColumnPredicate],
+    ) -> Result<Vec<Vec<FileSpan>>> {
+        // Units of work in scan order: (file, the vector it starts at).
+        let mut units: Vec<(usize, VectorPos)> = vec![];
+        for (file, f) in self.files.iter().enumerate() {
+            for block in 0..f.block_count().map_err(format_error)? {
+                if predicates.is_empty() {
+                    units.push((file, VectorPos::block_start(block)));
+                    continue;
+                }
+                let candidates = f.zone_candidates(predicates, block).map_err(format_error)?;
+                let kept = candidates.iter().enumerate().filter(|(_, keep)| **keep);
+                units.extend(kept.map(|(vector, _)| (file, VectorPos { block, vector })));
+            }
         }
         let per = units.len().div_ceil(partitions.max(1)).max(1);
-        Ok(units
-            .chunks(per)
-            .map(|chunk| {
-                let mut ranges: Vec<BlockRange> = vec![];
-                for (file, block) in chunk {
-                    match ranges.last_mut() {
-                        Some(r) if r.file == *file && r.blocks.end == *block => r.blocks.end += 1,
-                        _ => ranges.push(BlockRange {
-                            file: *file,
-                            blocks: *block..*block + 1,
-                        }),
-                    }
-                }
-                ranges
-            })
-            .collect())
+        let mut cuts = vec![(0, VectorPos::block_start(0))];
+        for pair in units.windows(2).skip(per - 1).step_by(per) {
+            let ((file, before), (next_file, next)) = (pair[0], pair[1]);
+            // Cut inside a block only between two of its candidates; otherwise at the start
+            // of the next candidate's block, so no partition reads a block it need not open.
+            let same_block = file == next_file && before.block == next.block;
+            let at = if same_block {
+                next
+            } else {
+                VectorPos::block_start(next.block)
+            };
+            cuts.push((next_file, at));
+        }
+        cuts.push((self.files.len(), VectorPos::block_start(0)));
+        Ok(cuts.windows(2).map(|w| file_spans(w[0], w[1])).collect())
     }
+}
+
+/// The spans of each file from `from` up to `to`, both (file, vector) in scan order.
+fn file_spans(from: (usize, VectorPos), to: (usize, VectorPos)) -> Vec<FileSpan> {
+    let whole_file = VectorPos::block_start(usize::MAX);
+    (from.0..=to.0)
+        .map(|file| FileSpan {
+            file,
+            span: (if file == from.0 {
+                from.1
+            } else {
+                VectorPos::block_start(0)
+            })..(if file == to.0 { to.1 } else { whole_file }),
+        })
+        .filter(|s| s.span.start < s.span.end)
+        .collect()
 }
 
 fn open_file(path: &Path) -> Result<Arc<ZyrFile>> {
@@ -305,7 +334,7 @@ impl TableProvider for ZyrTable {
         };
         let schema = Arc::new(self.schema.project(&projection)?);
         let statistics = self.statistics_for(&projection, predicates.is_empty())?;
-        let partitions = self.partitions(state.config().target_partitions())?;
+        let partitions = self.partitions(state.config().target_partitions(), &predicates)?;
         Ok(Arc::new(ZyrScanExec::new(
             self.files.clone(),
             projection,
