@@ -63,11 +63,8 @@ fn query_rounds(scale: Scale) -> usize {
     scale.pick(2, 25)
 }
 
-/// Full scans per round of `columnar`: the first scan of a round writes fresh memory, and on
-/// these virtual machines first touching it costs 0.25 to 0.75 s of page faults per GB of
-/// Arrow, for either reader and varying from minute to minute (measured under glibc's malloc). Three scans a round (15 in a full run) let the
-/// median settle where five did not: one run on the same code gave lineitem 2.28x Parquet
-/// and the next 1.99x.
+/// Full scans per round of `columnar`, for each reader: this shared machine moves single
+/// samples by a third, and five rounds alone left the median unsettled.
 const SCANS_PER_ROUND: usize = 3;
 
 // ---------------------------------------------------------------- data
@@ -318,12 +315,12 @@ fn write_parquet(t: &Table, codec: Codec) -> Bytes {
     Bytes::from(out)
 }
 
-/// Decodes every row of every column; returns the batches.
 /// Rows per batch both readers return in the decode suites: DataFusion's default batch size,
 /// what either reader produces inside a query.
 const SCAN_BATCH_ROWS: usize = 8192;
 
-fn scan_zyr(bytes: &Bytes) -> Vec<RecordBatch> {
+/// Every row of every column, decoded batch by batch.
+fn zyr_batches(bytes: &Bytes) -> impl Iterator<Item = RecordBatch> {
     let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
     file.scan(ScanOptions {
         batch_rows: SCAN_BATCH_ROWS,
@@ -331,16 +328,23 @@ fn scan_zyr(bytes: &Bytes) -> Vec<RecordBatch> {
     })
     .unwrap()
     .map(|b| b.unwrap())
-    .collect()
 }
 
-fn scan_parquet(bytes: &Bytes) -> Vec<RecordBatch> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+fn parquet_batches(bytes: &Bytes) -> impl Iterator<Item = RecordBatch> {
+    ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
         .unwrap()
         .with_batch_size(SCAN_BATCH_ROWS)
         .build()
-        .unwrap();
-    reader.map(|b| b.unwrap()).collect()
+        .unwrap()
+        .map(|b| b.unwrap())
+}
+
+/// Decodes a whole file as a query consumes it: each batch is dropped before the next is
+/// decoded, so the allocator hands the same memory back. (Keeping the whole output made the
+/// kernel zero fresh pages for it, up to 70% of a `.zyr` scan's time and varying from round
+/// to round; that is the cost of holding a table in memory, not of decoding it.)
+fn rows_decoded(batches: impl Iterator<Item = RecordBatch>) -> usize {
+    batches.map(|b| b.num_rows()).sum()
 }
 
 fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
@@ -434,44 +438,38 @@ fn columnar() {
             let (d, snappy) = time(|| write_parquet(t, Codec::Snappy));
             snappy_write.record_value(t.mb() / d.as_secs_f64());
             let gb_per_s = |d: Duration| t.mb() / 1e3 / d.as_secs_f64();
-            let (mut ours, mut theirs, mut snappy_batches) = (vec![], vec![], vec![]);
-            for _ in 0..SCANS_PER_ROUND {
-                // Each reader's previous output is freed just before it scans again, so every
-                // scan starts from the same allocator state: the memory of its own last output
-                // free for reuse. (mimalloc gives freed pages back to the system only after
-                // 10 ms, so freeing all three first handed them to whichever reader ran first.)
-                drop(std::mem::take(&mut ours));
-                let d;
-                (d, ours) = time(|| scan_zyr(&zyr));
-                zyr_scan.record_value(gb_per_s(d));
-                drop(std::mem::take(&mut theirs));
-                let d;
-                (d, theirs) = time(|| scan_parquet(&zstd));
-                zstd_scan.record_value(gb_per_s(d));
-                drop(std::mem::take(&mut snappy_batches));
-                let d;
-                (d, snappy_batches) = time(|| scan_parquet(&snappy));
-                snappy_scan.record_value(gb_per_s(d));
-            }
             if round == 0 {
+                let ours: Vec<_> = zyr_batches(&zyr).collect();
                 same_table(
                     &t.schema,
                     &t.batches,
                     &ours,
                     &format!("{}: .zyr decode", t.name),
                 );
-                same_table(
-                    &t.schema,
-                    &theirs,
-                    &ours,
-                    &format!("{}: .zyr vs parquet zstd", t.name),
-                );
-                same_table(
-                    &t.schema,
-                    &snappy_batches,
-                    &ours,
-                    &format!("{}: .zyr vs parquet snappy", t.name),
-                );
+                for (peer, codec) in [(&zstd, Codec::Zstd), (&snappy, Codec::Snappy)] {
+                    same_table(
+                        &t.schema,
+                        &parquet_batches(peer).collect::<Vec<_>>(),
+                        &ours,
+                        &format!("{}: .zyr vs {}", t.name, codec.label()),
+                    );
+                }
+            }
+            for _ in 0..SCANS_PER_ROUND {
+                for (samples, rows) in [
+                    (&mut zyr_scan, time(|| rows_decoded(zyr_batches(&zyr)))),
+                    (
+                        &mut zstd_scan,
+                        time(|| rows_decoded(parquet_batches(&zstd))),
+                    ),
+                    (
+                        &mut snappy_scan,
+                        time(|| rows_decoded(parquet_batches(&snappy))),
+                    ),
+                ] {
+                    assert_eq!(rows.1, t.rows, "{}: rows decoded", t.name);
+                    samples.record_value(gb_per_s(rows.0));
+                }
             }
             files = (zyr, zstd, snappy);
         }
