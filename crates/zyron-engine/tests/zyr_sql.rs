@@ -320,6 +320,12 @@ fn partitions_share_the_candidates_of_a_block() {
             let sum = |name: &str| metrics.sum_by_name(name).unwrap().as_usize();
             assert_eq!(sum("vectors"), 196, "{filters:?}");
             assert_eq!(sum("blocks"), 4, "{filters:?}");
+            let (vectors_pruned, blocks_pruned) = match filters.len() {
+                0 => (0, 0),
+                _ => (196 - 40, 3),
+            };
+            assert_eq!(sum("vectors_pruned"), vectors_pruned, "{filters:?}");
+            assert_eq!(sum("blocks_pruned"), blocks_pruned, "{filters:?}");
         }
     });
 }

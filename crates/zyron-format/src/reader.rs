@@ -929,7 +929,13 @@ impl ZyrFile {
         block: usize,
     ) -> Result<Vec<bool>> {
         let root = self.column_meta(self.root(0)?)?;
-        let rows = root.block_starts[block + 1] - root.block_starts[block];
+        let Some(&[start, end]) = root.block_starts.get(block..block + 2) else {
+            return Err(FormatError::Unsupported(format!(
+                "block {block} of a file of {} blocks",
+                root.blocks.len()
+            )));
+        };
+        let rows = end - start;
         let mut keep = vec![true; (rows as usize).div_ceil(VECTOR_LEN)];
         for p in predicates {
             let meta = self.column_meta(self.root(p.column)?)?;
@@ -984,7 +990,8 @@ impl Scan {
 
     /// Restricts the scan to the vectors from `span.start` up to `span.end`, so that
     /// partitions can share the candidates of one block. Spans that tile a file count each
-    /// vector once in [`ScanMetrics`], and each block once, in the span holding its start.
+    /// vector and each block once in [`ScanMetrics`] (a block in the span holding its first
+    /// zone-map candidate).
     pub fn with_span(mut self, span: Range<VectorPos>) -> Scan {
         let blocks = self.block_count();
         let end = span.end.min(VectorPos::block_start(blocks));
@@ -1000,11 +1007,11 @@ impl Scan {
         self.boundaries.len().saturating_sub(1)
     }
 
-    /// Vectors of `block` in the span that zone maps and bloom filters cannot rule out.
-    fn candidates(&mut self, block: usize, vectors: usize) -> Result<Vec<bool>> {
+    /// Vectors of `block` in the span that zone maps and bloom filters cannot rule out, and
+    /// whether this span owns the block's counts (see [`Scan::owns`]).
+    fn candidates(&mut self, block: usize, window: Range<usize>) -> Result<(Vec<bool>, bool)> {
         let mut keep = self.file.zone_candidates(&self.predicates, block)?;
-        debug_assert_eq!(keep.len(), vectors);
-        let window = self.window(block, vectors);
+        let owns = Self::owns(&keep, &window);
         keep[..window.start].fill(false);
         keep[window.end..].fill(false);
         for p in &self.predicates {
@@ -1012,11 +1019,19 @@ impl Scan {
                 break;
             }
             if !bloom_allows(&self.file, self.file.footer.roots[p.column], block, p)? {
-                self.metrics.bloom_skips += u64::from(window.start == 0);
+                self.metrics.bloom_skips += u64::from(owns);
                 keep.fill(false);
             }
         }
-        Ok(keep)
+        Ok((keep, owns))
+    }
+
+    /// Whether the span holding `window` counts the block in [`ScanMetrics`]: the span with
+    /// its first zone-map candidate (vector 0 when there is none), so spans that tile a file
+    /// count each block, and each bloom-filter skip, once.
+    fn owns(zone_candidates: &[bool], window: &Range<usize>) -> bool {
+        let first = zone_candidates.iter().position(|k| *k).unwrap_or(0);
+        window.contains(&first)
     }
 
     /// The vectors of `block` (of `vectors`) that lie in the span.
@@ -1042,17 +1057,17 @@ impl Scan {
             let rows = (self.boundaries[block + 1] - self.boundaries[block]) as usize;
             let vectors = rows.div_ceil(VECTOR_LEN);
             let window = self.window(block, vectors);
-            // A block that partitions share is counted once, by the span holding its start.
-            let owns_block = window.start == 0;
-            self.metrics.blocks += u64::from(owns_block);
-            self.metrics.vectors += window.len() as u64;
-            let candidates = if self.predicates.is_empty() {
+            let (candidates, owns_block) = if self.predicates.is_empty() {
                 let mut all = vec![false; vectors];
                 all[window.clone()].fill(true);
-                all
+                // Every vector is a candidate, so the owner is the span holding vector 0.
+                (all, window.contains(&0))
             } else {
-                self.candidates(block, vectors)?
+                self.candidates(block, window.clone())?
             };
+            debug_assert_eq!(candidates.len(), vectors);
+            self.metrics.blocks += u64::from(owns_block);
+            self.metrics.vectors += window.len() as u64;
             let kept = candidates.iter().filter(|k| **k).count();
             self.metrics.vectors_skipped += (window.len() - kept) as u64;
             if kept == 0 {

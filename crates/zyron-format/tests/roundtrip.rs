@@ -588,12 +588,19 @@ fn spans_cut_at_any_vector_add_up_to_the_whole_scan() {
         &[batch.clone()],
         WriterOptions {
             block_rows: 4096,
+            bloom_filter_columns: vec!["tag".into()],
             ..Default::default()
         },
     ));
     assert_eq!(file.block_count().unwrap(), 3);
+    assert!(file.zone_candidates(&[], 3).is_err());
     let in_range = pred(0, PredicateOp::Cmp(CmpOp::GtEq, Scalar::Int(3_000)));
     let below = pred(0, PredicateOp::Cmp(CmpOp::Lt, Scalar::Int(9_000)));
+    // Inside the zone maps' bounds, but in no bloom filter: every block is skipped by bloom.
+    let absent = pred(
+        1,
+        PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"t12x".to_vec())),
+    );
     // Zone maps: block 0 keeps vectors 2 and 3, block 1 all four, block 2 its two.
     assert_eq!(
         file.zone_candidates(std::slice::from_ref(&in_range), 0)
@@ -602,15 +609,32 @@ fn spans_cut_at_any_vector_add_up_to_the_whole_scan() {
     );
     assert_eq!(file.zone_candidates(&[], 2).unwrap(), [true, true]);
     let pos = |block, vector| VectorPos { block, vector };
+    // Cuts before and between candidates, at a block's end and past the file.
     let cuts = [
         pos(0, 0),
+        pos(0, 2),
         pos(0, 3),
         pos(1, 1),
         pos(1, 4),
         pos(2, 1),
         pos(3, 0),
     ];
-    for predicates in [vec![], vec![in_range.clone()], vec![in_range, below]] {
+    let counts = |m: &ScanMetrics| {
+        [
+            m.blocks,
+            m.blocks_skipped,
+            m.vectors,
+            m.vectors_skipped,
+            m.bloom_skips,
+            m.rows_returned,
+        ]
+    };
+    for predicates in [
+        vec![],
+        vec![in_range.clone()],
+        vec![in_range.clone(), below],
+        vec![in_range, absent],
+    ] {
         let scan = |span: Option<std::ops::Range<VectorPos>>| {
             let scan = file
                 .scan(ScanOptions {
@@ -619,32 +643,50 @@ fn spans_cut_at_any_vector_add_up_to_the_whole_scan() {
                     ..Default::default()
                 })
                 .unwrap();
-            let scan = match span {
+            let mut scan = match span {
                 Some(span) => scan.with_span(span),
                 None => scan,
             };
-            scan.map(|b| b.unwrap()).collect::<Vec<_>>()
+            let batches = scan.by_ref().map(|b| b.unwrap()).collect::<Vec<_>>();
+            (batches, counts(scan.metrics()))
         };
-        let whole = arrow::compute::concat_batches(&schema, &scan(None)).unwrap();
-        let pieces: Vec<RecordBatch> = cuts
-            .windows(2)
-            .flat_map(|w| scan(Some(w[0]..w[1])))
-            .collect();
+        let (whole, whole_counts) = scan(None);
+        let whole = arrow::compute::concat_batches(&schema, &whole).unwrap();
+        let mut pieces = vec![];
+        let mut piece_counts = [0u64; 6];
+        for w in cuts.windows(2) {
+            let (batches, c) = scan(Some(w[0]..w[1]));
+            pieces.extend(batches);
+            piece_counts
+                .iter_mut()
+                .zip(c)
+                .for_each(|(sum, n)| *sum += n);
+        }
         let pieces = arrow::compute::concat_batches(&schema, &pieces).unwrap();
         assert_eq!(pieces, whole, "{predicates:?}");
-        assert!(whole.num_rows() > 0);
+        assert_eq!(piece_counts, whole_counts, "{predicates:?}");
+        assert_eq!(whole_counts[0], 3);
         // An empty span, and one that starts inside its only block, read what they should.
-        assert!(scan(Some(pos(1, 2)..pos(1, 2))).is_empty());
+        assert!(scan(Some(pos(1, 2)..pos(1, 2))).0.is_empty());
         let tail: usize = scan(Some(pos(2, 1)..pos(9, 0)))
+            .0
             .iter()
             .map(|b| b.num_rows())
             .sum();
-        let expected = if predicates.len() == 2 {
-            0
-        } else {
-            10_000 - 9_216
+        let expected = match predicates.len() {
+            2 => 0,
+            _ => 10_000 - 9_216,
         };
-        assert_eq!(tail, expected, "{predicates:?}");
+        match predicates.get(1) {
+            Some(p) if p.column == 1 => {
+                assert_eq!(whole.num_rows(), 0);
+                assert_eq!(whole_counts[4], 3, "one bloom skip a block");
+            }
+            _ => {
+                assert!(whole.num_rows() > 0);
+                assert_eq!(tail, expected, "{predicates:?}");
+            }
+        }
     }
 }
 

@@ -36,6 +36,9 @@ pub use filters::to_predicates;
 
 use exec::{FileSpan, format_error};
 
+/// The fewest candidate vectors a filtered scan's partition gets (two DataFusion batches).
+const MIN_PARTITION_VECTORS: usize = 16;
+
 /// One or more `.zyr` files with one schema, queryable through DataFusion.
 #[derive(Debug)]
 pub struct ZyrTable {
@@ -130,7 +133,14 @@ impl ZyrTable {
                 units.extend(kept.map(|(vector, _)| (file, VectorPos { block, vector })));
             }
         }
-        let per = units.len().div_ceil(partitions.max(1)).max(1);
+        let per = units
+            .len()
+            .div_ceil(partitions.max(1))
+            .max(match predicates {
+                [] => 1,
+                // Partitions sharing a block each read and check all of it: not for a few vectors.
+                _ => MIN_PARTITION_VECTORS,
+            });
         let mut cuts = vec![(0, VectorPos::block_start(0))];
         for pair in units.windows(2).skip(per - 1).step_by(per) {
             let ((file, before), (next_file, next)) = (pair[0], pair[1]);
