@@ -14,7 +14,9 @@
 //!   (`--max-tries=0`); reported as committed tps and retries per commit.
 //!
 //! After each run the sum of all balances must have moved by exactly what
-//! the committed transactions added, on both systems.
+//! the committed transactions added, on both systems. A full run measures
+//! each shape in three rounds of 5 s per system, alternating which system
+//! goes first, and reports the median round.
 //!
 //! `ZYRON_BENCH_SCALE=full cargo test --release -p zyron-server --test transaction_bench -- --nocapture`
 
@@ -23,7 +25,7 @@ mod common;
 use common::pgbench::{Outcome, connect, measure, pgbench, start_peer};
 use common::process::ZyronProcess;
 use zyron_bench::postgres::bin_dir;
-use zyron_bench::{Metric, SuiteRun};
+use zyron_bench::{Metric, Samples, SuiteRun};
 
 const PEER: &str = "PostgreSQL 15 (synchronous_commit=on)";
 
@@ -132,11 +134,45 @@ async fn run_shape(
     outcome
 }
 
+/// One system's rounds of one shape at one client count.
+struct Rounds {
+    tps: Samples,
+    latency_average_ms: Samples,
+    transactions: u64,
+    retries: u64,
+}
+
+impl Rounds {
+    fn new() -> Self {
+        Rounds {
+            tps: Samples::for_values(),
+            latency_average_ms: Samples::for_values(),
+            transactions: 0,
+            retries: 0,
+        }
+    }
+
+    fn add(&mut self, outcome: &Outcome) {
+        self.tps.record_value(outcome.tps);
+        self.latency_average_ms
+            .record_value(outcome.latency_average_ms);
+        self.transactions += outcome.transactions;
+        self.retries += outcome.retries;
+    }
+
+    fn retries_per_commit(&self) -> f64 {
+        self.retries as f64 / self.transactions.max(1) as f64
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transaction_suite() {
     let mut run_record = SuiteRun::new("transaction");
     let scale = run_record.scale().pick(1u64, 10);
-    let seconds = run_record.scale().pick(2, 15);
+    // Several short rounds, alternating which system goes first: on this shared machine one
+    // 15-second run each moved a ratio by a tenth from one run of the suite to the next.
+    let rounds = run_record.scale().pick(1, 3);
+    let seconds = run_record.scale().pick(2, 5);
     let client_counts = run_record.scale().pick(vec![4], vec![1, 16]);
     if let Err(reason) = bin_dir() {
         run_record.skip(format!("pgbench not available: {reason}"));
@@ -161,12 +197,21 @@ async fn transaction_suite() {
         let script = scripts.path().join(format!("{}.sql", shape.name));
         std::fs::write(&script, shape.script).unwrap();
         for &clients in &client_counts {
-            let ours = run_shape(zyron.port, shape, &script, accounts, clients, seconds).await;
-            let mut peer = None;
-            if let Some(port) = pg_port {
-                peer = Some(run_shape(port, shape, &script, accounts, clients, seconds).await);
+            let (mut ours, mut peer) = (Rounds::new(), Rounds::new());
+            for round in 0..rounds {
+                let mut systems = vec![(zyron.port, &mut ours)];
+                if let Some(port) = pg_port {
+                    systems.push((port, &mut peer));
+                }
+                if round % 2 == 1 {
+                    systems.reverse();
+                }
+                for (port, record) in systems {
+                    record.add(&run_shape(port, shape, &script, accounts, clients, seconds).await);
+                }
             }
-            push_metrics(&mut run_record, shape, clients, &ours, peer.as_ref());
+            let peer = pg_port.map(|_| &peer);
+            push_metrics(&mut run_record, shape, clients, &ours, peer);
         }
     }
     run_record.finish().unwrap();
@@ -176,42 +221,41 @@ fn push_metrics(
     run_record: &mut SuiteRun,
     shape: &Shape,
     clients: usize,
-    ours: &Outcome,
-    peer: Option<&Outcome>,
+    ours: &Rounds,
+    peer: Option<&Rounds>,
 ) {
     let label = format!("{}_{clients}", shape.name);
-    let mut tps = Metric::single(&format!("tps_{label}"), "txn/s", true, ours.tps)
+    let mut tps = Metric::throughput(&format!("tps_{label}"), "txn/s", &ours.tps)
         .param("clients", clients)
         .param("shape", shape.name)
         .param("script", shape.script);
     // pgbench's average, not its per-transaction log: it reads the clock
     // lazily and logs many sub-0.1 ms transactions as 0 us.
-    let mut latency = Metric::single(
+    let mut latency = Metric::from_spread(
         &format!("latency_average_{label}"),
         "ms",
         false,
-        ours.latency_average_ms,
+        ours.latency_average_ms.spread(1.0),
     )
     .param("clients", clients)
     .param("shape", shape.name);
     if let Some(peer) = peer {
-        tps = tps.with_peer(PEER, peer.tps);
-        latency = latency.with_peer(PEER, peer.latency_average_ms);
+        tps = tps.with_peer(PEER, peer.tps.spread(1.0).p50);
+        latency = latency.with_peer(PEER, peer.latency_average_ms.spread(1.0).p50);
     }
     run_record.push(tps);
     run_record.push(latency);
     if shape.retries {
-        let per_commit = |o: &Outcome| o.retries as f64 / o.transactions.max(1) as f64;
         let mut retries = Metric::single(
             &format!("retries_per_commit_{label}"),
             "retries/commit",
             false,
-            per_commit(ours),
+            ours.retries_per_commit(),
         )
         .param("clients", clients)
         .param("hot_rows", 10);
         if let Some(peer) = peer {
-            retries = retries.with_peer(PEER, per_commit(peer));
+            retries = retries.with_peer(PEER, peer.retries_per_commit());
         }
         run_record.push(retries);
     }
