@@ -1,7 +1,9 @@
 //! Suite `oltp`: the real `pgbench` (TPC-B, unmodified) against Zyron and
 //! against PostgreSQL 15 in the same run, on the same disk, interleaved
 //! configuration by configuration: tps and latency percentiles with 1, 4, 16
-//! and 64 clients, simple and prepared protocols.
+//! and 64 clients, simple and prepared protocols. A full run measures each
+//! configuration in three rounds of 10 s per system, alternating which system
+//! goes first: tps is the median round's, latencies are all rounds' together.
 //!
 //! PostgreSQL runs with `synchronous_commit = on` and `shared_buffers = 1GB`;
 //! Zyron with its defaults (every COMMIT waits for the WAL's fdatasync).
@@ -13,7 +15,7 @@
 
 mod common;
 
-use common::pgbench::{Outcome, books_balance, measure, pgbench, start_peer};
+use common::pgbench::{Outcome, Rounds, books_balance, measure, pgbench, start_peer};
 use common::process::ZyronProcess;
 use zyron_bench::postgres::bin_dir;
 use zyron_bench::{Metric, SuiteRun};
@@ -30,7 +32,10 @@ fn run(port: u16, clients: usize, mode: &str, seconds: u64) -> Result<Outcome, S
 async fn oltp_suite() {
     let mut run_record = SuiteRun::new("oltp");
     let scale = run_record.scale().pick(1, 10);
-    let seconds = run_record.scale().pick(3, 30);
+    // Three rounds of 10 s per system, alternating which goes first: one 30 s run each
+    // moved a ratio by a third when a burst of disk latency hit one side only.
+    let rounds = run_record.scale().pick(1, 3);
+    let seconds = run_record.scale().pick(3, 10);
     let client_counts = run_record.scale().pick(vec![1, 4], vec![1, 4, 16, 64]);
     if let Err(reason) = bin_dir() {
         run_record.skip(format!("pgbench not available: {reason}"));
@@ -57,21 +62,33 @@ async fn oltp_suite() {
     let (mut zyron_total, mut pg_total) = (0u64, 0u64);
     for mode in ["simple", "prepared"] {
         for &clients in &client_counts {
-            let ours = run(zyron.port, clients, mode, seconds).unwrap();
+            let (mut ours, mut peer) = (Rounds::new(), Rounds::new());
+            for round in 0..rounds {
+                let mut systems = vec![(zyron.port, &mut ours)];
+                if let Some(port) = pg_port {
+                    systems.push((port, &mut peer));
+                }
+                if round % 2 == 1 {
+                    systems.reverse();
+                }
+                for (port, record) in systems {
+                    record.add(&run(port, clients, mode, seconds).unwrap());
+                }
+            }
             zyron_total += ours.transactions;
-            let peer = pg_port.map(|port| run(port, clients, mode, seconds).unwrap());
             let label = format!("{mode}_{clients}");
-            let mut tps = Metric::single(&format!("tps_{label}"), "txn/s", true, ours.tps)
+            let mut tps = Metric::throughput(&format!("tps_{label}"), "txn/s", &ours.tps)
                 .param("clients", clients)
                 .param("mode", mode)
                 .param("scale", scale)
-                .param("seconds", seconds);
+                .param("rounds", rounds)
+                .param("seconds_per_round", seconds);
             let mut p99 = Metric::latency_ms(&format!("latency_{label}"), &ours.latency)
                 .param("clients", clients)
                 .param("mode", mode);
-            if let Some(peer) = &peer {
+            if pg_port.is_some() {
                 pg_total += peer.transactions;
-                tps = tps.with_peer("PostgreSQL 15 (synchronous_commit=on)", peer.tps);
+                tps = tps.with_peer("PostgreSQL 15 (synchronous_commit=on)", peer.median_tps());
                 let peer_p99 = peer.latency.spread_ms().p99;
                 p99 = p99
                     .param("peer_p99_ms", peer_p99)

@@ -22,10 +22,10 @@
 
 mod common;
 
-use common::pgbench::{Outcome, connect, measure, pgbench, start_peer};
+use common::pgbench::{Outcome, Rounds, connect, measure, pgbench, start_peer};
 use common::process::ZyronProcess;
 use zyron_bench::postgres::bin_dir;
-use zyron_bench::{Metric, Samples, SuiteRun};
+use zyron_bench::{Metric, SuiteRun};
 
 const PEER: &str = "PostgreSQL 15 (synchronous_commit=on)";
 
@@ -134,37 +134,6 @@ async fn run_shape(
     outcome
 }
 
-/// One system's rounds of one shape at one client count.
-struct Rounds {
-    tps: Samples,
-    latency_average_ms: Samples,
-    transactions: u64,
-    retries: u64,
-}
-
-impl Rounds {
-    fn new() -> Self {
-        Rounds {
-            tps: Samples::for_values(),
-            latency_average_ms: Samples::for_values(),
-            transactions: 0,
-            retries: 0,
-        }
-    }
-
-    fn add(&mut self, outcome: &Outcome) {
-        self.tps.record_value(outcome.tps);
-        self.latency_average_ms
-            .record_value(outcome.latency_average_ms);
-        self.transactions += outcome.transactions;
-        self.retries += outcome.retries;
-    }
-
-    fn retries_per_commit(&self) -> f64 {
-        self.retries as f64 / self.transactions.max(1) as f64
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transaction_suite() {
     let mut run_record = SuiteRun::new("transaction");
@@ -240,7 +209,7 @@ fn push_metrics(
     .param("clients", clients)
     .param("shape", shape.name);
     if let Some(peer) = peer {
-        tps = tps.with_peer(PEER, peer.tps.spread(1.0).p50);
+        tps = tps.with_peer(PEER, peer.median_tps());
         latency = latency.with_peer(PEER, peer.latency_average_ms.spread(1.0).p50);
     }
     run_record.push(tps);

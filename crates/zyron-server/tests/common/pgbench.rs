@@ -25,6 +25,50 @@ pub struct Outcome {
     pub latency: Samples,
 }
 
+/// One system's rounds of one configuration: a suite alternates short rounds
+/// of the two systems, so a burst of noise on this shared machine lands on
+/// both and shows in the spread, and reports the median round.
+pub struct Rounds {
+    pub tps: Samples,
+    pub latency_average_ms: Samples,
+    /// Every transaction's latency, all rounds together.
+    pub latency: Samples,
+    pub transactions: u64,
+    pub retries: u64,
+}
+
+impl Rounds {
+    pub fn new() -> Self {
+        Rounds {
+            tps: Samples::for_values(),
+            latency_average_ms: Samples::for_values(),
+            latency: Samples::new(),
+            transactions: 0,
+            retries: 0,
+        }
+    }
+
+    pub fn add(&mut self, outcome: &Outcome) {
+        self.tps.record_value(outcome.tps);
+        self.latency_average_ms
+            .record_value(outcome.latency_average_ms);
+        if !outcome.latency.is_empty() {
+            self.latency.merge(&outcome.latency);
+        }
+        self.transactions += outcome.transactions;
+        self.retries += outcome.retries;
+    }
+
+    /// The median round's tps.
+    pub fn median_tps(&self) -> f64 {
+        self.tps.spread(1.0).p50
+    }
+
+    pub fn retries_per_commit(&self) -> f64 {
+        self.retries as f64 / self.transactions.max(1) as f64
+    }
+}
+
 /// Runs pgbench against `127.0.0.1:port` as user and database `postgres`;
 /// with `log_dir`, it writes its per-transaction log there.
 pub fn pgbench(port: u16, args: &[&str], log_dir: Option<&Path>) -> Result<String, String> {
