@@ -64,13 +64,7 @@ async fn oltp_suite() {
         for &clients in &client_counts {
             let (mut ours, mut peer) = (Rounds::new(), Rounds::new());
             for round in 0..rounds {
-                let mut systems = vec![(zyron.port, &mut ours)];
-                if let Some(port) = pg_port {
-                    systems.push((port, &mut peer));
-                }
-                if round % 2 == 1 {
-                    systems.reverse();
-                }
+                let systems = Rounds::in_turn(round, (zyron.port, &mut ours), pg_port, &mut peer);
                 for (port, record) in systems {
                     record.add(&run(port, clients, mode, seconds).unwrap());
                 }

@@ -59,6 +59,22 @@ impl Rounds {
         self.retries += outcome.retries;
     }
 
+    /// The systems in the order round `round` runs them: Zyron first in even
+    /// rounds, the peer (if there is one) first in odd ones.
+    pub fn in_turn<'a>(
+        round: usize,
+        ours: (u16, &'a mut Rounds),
+        peer_port: Option<u16>,
+        peer: &'a mut Rounds,
+    ) -> Vec<(u16, &'a mut Rounds)> {
+        let mut systems = vec![ours];
+        systems.extend(peer_port.map(|port| (port, peer)));
+        if round % 2 == 1 {
+            systems.reverse();
+        }
+        systems
+    }
+
     /// The median round's tps.
     pub fn median_tps(&self) -> f64 {
         self.tps.spread(1.0).p50
