@@ -46,6 +46,22 @@ fn prefix(key: &[u8]) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
+/// A key being looked up, with its [`prefix`] worked out once for the whole descent.
+#[derive(Clone, Copy)]
+struct Probe<'a> {
+    bytes: &'a [u8],
+    prefix: u128,
+}
+
+impl<'a> Probe<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Probe {
+            bytes,
+            prefix: prefix(bytes),
+        }
+    }
+}
+
 /// The sorted keys of one node: each key whole, and its [`prefix`] in an array of its own.
 /// Searches compare prefixes and read a whole key only where prefixes tie (an equal key,
 /// or keys sharing their first sixteen bytes).
@@ -75,20 +91,19 @@ impl Keys {
         self.whole.iter().map(|k| k.as_ref())
     }
 
-    /// How the key at `i` compares with `key`, whose prefix is `p`.
-    fn cmp_at(&self, i: usize, key: &[u8], p: u128) -> std::cmp::Ordering {
+    /// How the key at `i` compares with `probe`.
+    fn cmp_at(&self, i: usize, probe: Probe) -> std::cmp::Ordering {
         self.prefixes[i]
-            .cmp(&p)
-            .then_with(|| self.whole[i].as_ref().cmp(key))
+            .cmp(&probe.prefix)
+            .then_with(|| self.whole[i].as_ref().cmp(probe.bytes))
     }
 
     /// The position of `key`, or where it would go.
-    fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        let p = prefix(key);
+    fn search(&self, probe: Probe) -> Result<usize, usize> {
         let (mut low, mut high) = (0, self.len());
         while low < high {
             let mid = (low + high) / 2;
-            match self.cmp_at(mid, key, p) {
+            match self.cmp_at(mid, probe) {
                 std::cmp::Ordering::Less => low = mid + 1,
                 std::cmp::Ordering::Greater => high = mid,
                 std::cmp::Ordering::Equal => return Ok(mid),
@@ -98,16 +113,16 @@ impl Keys {
     }
 
     /// How many keys are `<= key`: the child of an internal node that holds `key`.
-    fn count_at_most(&self, key: &[u8]) -> usize {
-        match self.search(key) {
+    fn count_at_most(&self, probe: Probe) -> usize {
+        match self.search(probe) {
             Ok(i) => i + 1,
             Err(i) => i,
         }
     }
 
     /// How many keys are `< key`.
-    fn count_below(&self, key: &[u8]) -> usize {
-        match self.search(key) {
+    fn count_below(&self, probe: Probe) -> usize {
+        match self.search(probe) {
             Ok(i) | Err(i) => i,
         }
     }
@@ -195,25 +210,26 @@ impl BPlusTree {
         height
     }
 
-    fn leaf_for(&self, key: &[u8]) -> usize {
+    fn leaf_for(&self, probe: Probe) -> usize {
         let mut node = self.root;
         while let Node::Internal { keys, children } = &self.nodes[node] {
-            node = children[keys.count_at_most(key)];
+            node = children[keys.count_at_most(probe)];
         }
         node
     }
 
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        let Node::Leaf { keys, values, .. } = &self.nodes[self.leaf_for(key)] else {
+        let probe = Probe::new(key);
+        let Node::Leaf { keys, values, .. } = &self.nodes[self.leaf_for(probe)] else {
             unreachable!()
         };
-        keys.search(key).ok().map(|i| values[i])
+        keys.search(probe).ok().map(|i| values[i])
     }
 
     /// Inserts `key -> value`; if the key is present, changes nothing and
     /// returns the value it maps to.
     pub fn insert(&mut self, key: &[u8], value: u64) -> Result<(), u64> {
-        if let Some((separator, right)) = self.insert_into(self.root, key, value)? {
+        if let Some((separator, right)) = self.insert_into(self.root, Probe::new(key), value)? {
             let left = self.root;
             self.nodes.push(Node::Internal {
                 keys: Keys::one(separator),
@@ -227,11 +243,12 @@ impl BPlusTree {
 
     /// Points an existing key at a new value; returns the old one.
     pub fn replace(&mut self, key: &[u8], value: u64) -> Option<u64> {
-        let leaf = self.leaf_for(key);
+        let probe = Probe::new(key);
+        let leaf = self.leaf_for(probe);
         let Node::Leaf { keys, values, .. } = &mut self.nodes[leaf] else {
             unreachable!()
         };
-        let i = keys.search(key).ok()?;
+        let i = keys.search(probe).ok()?;
         Some(std::mem::replace(&mut values[i], value))
     }
 
@@ -239,27 +256,27 @@ impl BPlusTree {
     fn insert_into(
         &mut self,
         node: usize,
-        key: &[u8],
+        probe: Probe,
         value: u64,
     ) -> Result<Option<(Key, usize)>, u64> {
         let child = match &mut self.nodes[node] {
             Node::Leaf { keys, values, .. } => {
-                match keys.search(key) {
+                match keys.search(probe) {
                     Ok(i) => return Err(values[i]),
                     Err(i) => {
-                        keys.insert(i, key.into());
+                        keys.insert(i, probe.bytes.into());
                         values.insert(i, value);
                     }
                 }
                 return Ok(self.split_if_full(node));
             }
             Node::Internal { keys, children } => {
-                let i = keys.count_at_most(key);
+                let i = keys.count_at_most(probe);
                 (i, children[i])
             }
         };
         let (slot, child_node) = child;
-        if let Some((separator, right)) = self.insert_into(child_node, key, value)? {
+        if let Some((separator, right)) = self.insert_into(child_node, probe, value)? {
             let Node::Internal { keys, children } = &mut self.nodes[node] else {
                 unreachable!()
             };
@@ -305,11 +322,12 @@ impl BPlusTree {
 
     /// Removes `key`; returns the value it mapped to.
     pub fn remove(&mut self, key: &[u8]) -> Option<u64> {
-        let leaf = self.leaf_for(key);
+        let probe = Probe::new(key);
+        let leaf = self.leaf_for(probe);
         let Node::Leaf { keys, values, .. } = &mut self.nodes[leaf] else {
             unreachable!()
         };
-        let i = keys.search(key).ok()?;
+        let i = keys.search(probe).ok()?;
         keys.remove(i);
         self.len -= 1;
         Some(values.remove(i))
@@ -317,6 +335,7 @@ impl BPlusTree {
 
     /// Entries with `low <= key < high` (`high = None`: to the end), in key order.
     pub fn range<'a>(&'a self, low: &[u8], high: Option<&'a [u8]>) -> Range<'a> {
+        let low = Probe::new(low);
         let leaf = self.leaf_for(low);
         let Node::Leaf { keys, .. } = &self.nodes[leaf] else {
             unreachable!()
@@ -326,7 +345,7 @@ impl BPlusTree {
             tree: self,
             leaf: Some(leaf),
             position,
-            high: high.map(|h| (h, prefix(h))),
+            high: high.map(Probe::new),
         }
     }
 
@@ -382,8 +401,7 @@ pub struct Range<'a> {
     tree: &'a BPlusTree,
     leaf: Option<usize>,
     position: usize,
-    /// The bound, and its prefix.
-    high: Option<(&'a [u8], u128)>,
+    high: Option<Probe<'a>>,
 }
 
 impl<'a> Iterator for Range<'a> {
@@ -395,7 +413,7 @@ impl<'a> Iterator for Range<'a> {
                 unreachable!()
             };
             if self.position < keys.len() {
-                let beyond = |(h, p)| keys.cmp_at(self.position, h, p).is_ge();
+                let beyond = |high| keys.cmp_at(self.position, high).is_ge();
                 if self.high.is_some_and(beyond) {
                     self.leaf = None;
                     return None;
@@ -454,7 +472,7 @@ mod tests {
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
         for step in 0..20_000u64 {
             let r = xorshift(&mut seed);
-            let mut key = vec![0u8; (r % 24) as usize];
+            let mut key = vec![0u8; ((r >> 16) % 24) as usize];
             if r % 3 == 0 {
                 // Long keys sharing their first 16 bytes, differing after.
                 key = vec![7u8; 16];
@@ -482,6 +500,16 @@ mod tests {
                 .map(|(_, v)| *v)
                 .collect();
             assert_eq!(got, expected, "the range [{low:?}, {high:?})");
+            // A bound and a lookup between two present keys: `high` with a zero byte appended
+            // sorts right after it, and ties with it in the first 16 bytes when it is short.
+            let missing = [high.as_slice(), &[0]].concat();
+            let got: Vec<u64> = tree.range(low, Some(&missing)).map(|(_, v)| v).collect();
+            let expected: Vec<u64> = reference
+                .range(low.clone()..missing.clone())
+                .map(|(_, v)| *v)
+                .collect();
+            assert_eq!(got, expected, "the range [{low:?}, {missing:?})");
+            assert_eq!(tree.get(&missing), reference.get(&missing).copied());
         }
         let all: Vec<(Vec<u8>, u64)> = tree.iter().map(|(k, v)| (k.to_vec(), v)).collect();
         assert_eq!(all, reference.into_iter().collect::<Vec<_>>());
