@@ -168,7 +168,11 @@ async fn transaction_suite() {
         for &clients in &client_counts {
             let (mut ours, mut peer) = (Rounds::new(), Rounds::new());
             for round in 0..rounds {
-                let systems = Rounds::in_turn(round, (zyron.port, &mut ours), pg_port, &mut peer);
+                let systems = Rounds::in_turn(
+                    round,
+                    (zyron.port, &mut ours),
+                    pg_port.map(|p| (p, &mut peer)),
+                );
                 for (port, record) in systems {
                     record.add(&run_shape(port, shape, &script, accounts, clients, seconds).await);
                 }

@@ -52,9 +52,7 @@ impl Rounds {
         self.tps.record_value(outcome.tps);
         self.latency_average_ms
             .record_value(outcome.latency_average_ms);
-        if !outcome.latency.is_empty() {
-            self.latency.merge(&outcome.latency);
-        }
+        self.latency.merge(&outcome.latency);
         self.transactions += outcome.transactions;
         self.retries += outcome.retries;
     }
@@ -64,11 +62,10 @@ impl Rounds {
     pub fn in_turn<'a>(
         round: usize,
         ours: (u16, &'a mut Rounds),
-        peer_port: Option<u16>,
-        peer: &'a mut Rounds,
+        peer: Option<(u16, &'a mut Rounds)>,
     ) -> Vec<(u16, &'a mut Rounds)> {
         let mut systems = vec![ours];
-        systems.extend(peer_port.map(|port| (port, peer)));
+        systems.extend(peer);
         if round % 2 == 1 {
             systems.reverse();
         }
