@@ -97,6 +97,16 @@ impl Settings {
             .ok_or_else(|| unrecognized(name))
     }
 
+    /// The value of a parameter Zyron itself reads on every statement, by
+    /// its lower-case name: no allocation, unlike [`Settings::get`].
+    fn known(&self, lower_name: &'static str) -> &str {
+        debug_assert_eq!(lower_name, lower_name.to_ascii_lowercase());
+        self.values
+            .get(lower_name)
+            .map(|(_, value)| value.as_str())
+            .unwrap_or_default()
+    }
+
     /// `SET name = value` (value already unquoted). `DEFAULT` restores the default.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let key = name.to_ascii_lowercase();
@@ -122,20 +132,20 @@ impl Settings {
 
     /// `synchronous_commit`: whether COMMIT waits for the WAL to be on disk.
     pub fn durability(&self) -> zyron_heap::Durability {
-        match self
-            .get("synchronous_commit")
-            .map(|(_, v)| v.to_ascii_lowercase())
+        let value = self.known("synchronous_commit");
+        if ["off", "false", "0"]
+            .iter()
+            .any(|off| value.eq_ignore_ascii_case(off))
         {
-            Ok(v) if v == "off" || v == "false" || v == "0" => zyron_heap::Durability::Asynchronous,
-            _ => zyron_heap::Durability::Synchronous,
+            zyron_heap::Durability::Asynchronous
+        } else {
+            zyron_heap::Durability::Synchronous
         }
     }
 
     /// `default_transaction_isolation` as Zyron runs it.
     pub fn default_isolation(&self) -> zyron_txn::Isolation {
-        self.get("default_transaction_isolation")
-            .map(|(_, v)| parse_isolation(v))
-            .unwrap_or_default()
+        parse_isolation(self.known("default_transaction_isolation"))
     }
 
     /// Every parameter, for `SHOW ALL`.
@@ -149,8 +159,13 @@ impl Settings {
 /// PostgreSQL's isolation level names; SERIALIZABLE runs as snapshot
 /// isolation (REPEATABLE READ), READ UNCOMMITTED as READ COMMITTED, as in PostgreSQL.
 pub fn parse_isolation(value: &str) -> zyron_txn::Isolation {
-    let value = value.to_ascii_lowercase();
-    if value.contains("repeatable") || value.contains("serializable") {
+    let contains = |word: &str| {
+        value
+            .as_bytes()
+            .windows(word.len())
+            .any(|window| window.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    if contains("repeatable") || contains("serializable") {
         zyron_txn::Isolation::RepeatableRead
     } else {
         zyron_txn::Isolation::ReadCommitted

@@ -17,10 +17,10 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayData, ArrayRef, AsArray, BinaryBuilder, BooleanBufferBuilder, LargeStringBuilder,
-    RecordBatch, StringBuilder, StringViewBuilder, make_array,
+    RecordBatch, StringBuilder, StringViewBuilder, downcast_primitive_array, make_array,
 };
 use arrow::buffer::{Buffer, MutableBuffer, NullBuffer};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 
 use zyron_common::{Result, SqlState, ZyronError};
 
@@ -63,6 +63,8 @@ pub fn supported(data_type: &DataType) -> bool {
 #[derive(Debug, Clone)]
 pub struct RowCodec {
     schema: SchemaRef,
+    /// `schema` with every column nullable, built once: see [`RowCodec::nullable_schema`].
+    nullable_schema: SchemaRef,
     layouts: Vec<Layout>,
     bitmap_bytes: usize,
 }
@@ -84,6 +86,7 @@ impl RowCodec {
             .collect::<Result<Vec<_>>>()?;
         let bitmap_bytes = layouts.len().div_ceil(8);
         Ok(Self {
+            nullable_schema: all_nullable(&schema),
             schema,
             layouts,
             bitmap_bytes,
@@ -92,6 +95,14 @@ impl RowCodec {
 
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// The schema with every column nullable, as SQL engines see a table:
+    /// NOT NULL is enforced here, in [`RowCodec::encode`], with PostgreSQL's
+    /// message naming the table's column. Built once, since every statement
+    /// on the table asks for it.
+    pub fn nullable_schema(&self) -> &SchemaRef {
+        &self.nullable_schema
     }
 
     /// Encodes every row of `batch` (whose columns must match the schema's types).
@@ -162,6 +173,18 @@ impl RowCodec {
         RecordBatch::try_new_with_options(schema, columns, &options)
             .map_err(|e| ZyronError::internal(e.to_string()))
     }
+}
+
+/// `schema` with every column nullable (its metadata kept).
+pub fn all_nullable(schema: &Schema) -> SchemaRef {
+    Arc::new(Schema::new_with_metadata(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+        schema.metadata().clone(),
+    ))
 }
 
 impl RowCodec {
@@ -386,6 +409,8 @@ impl VarBuilder {
 #[derive(Debug, Clone)]
 pub struct KeyCodec {
     columns: Vec<(usize, DataType)>,
+    /// The table column of each key column, in key order.
+    column_indices: Vec<usize>,
 }
 
 impl KeyCodec {
@@ -404,11 +429,15 @@ impl KeyCodec {
                 Ok((c, field.data_type().clone()))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { columns })
+        Ok(Self {
+            columns,
+            column_indices: key_columns.to_vec(),
+        })
     }
 
-    pub fn key_columns(&self) -> Vec<usize> {
-        self.columns.iter().map(|(c, _)| *c).collect()
+    /// The table column of each key column, in key order.
+    pub fn key_columns(&self) -> &[usize] {
+        &self.column_indices
     }
 
     /// The key of row `r` of `batch` (in table column order).
@@ -428,6 +457,27 @@ impl KeyCodec {
             append_key(&mut key, value.as_ref(), 0, data_type);
         }
         key
+    }
+
+    /// The key of integer values given one per key column, in key order;
+    /// `None` unless every key column is a SMALLINT, INTEGER or BIGINT the
+    /// value fits. The same bytes as [`KeyCodec::key_of`] on arrays of
+    /// those values, without building arrays: a point statement's key.
+    pub fn key_of_integers(&self, values: &[i64]) -> Option<Vec<u8>> {
+        assert_eq!(values.len(), self.columns.len());
+        let mut key = Vec::with_capacity(9 * values.len());
+        for ((_, data_type), &value) in self.columns.iter().zip(values) {
+            let little_endian = value.to_le_bytes();
+            let width = match data_type {
+                DataType::Int16 if i16::try_from(value).is_ok() => 2,
+                DataType::Int32 if i32::try_from(value).is_ok() => 4,
+                DataType::Int64 => 8,
+                _ => return None,
+            };
+            key.push(1);
+            push_signed_key(&mut key, &little_endian[..width]);
+        }
+        Some(key)
     }
 
     /// Types of the key columns, in key order.
@@ -474,20 +524,12 @@ fn append_key(key: &mut Vec<u8>, array: &dyn Array, r: usize, data_type: &DataTy
         return;
     }
     key.push(1);
-    let fixed = |width: usize| {
-        let data = array.to_data();
-        let start = (data.offset() + r) * width;
-        data.buffers()[0].as_slice()[start..start + width].to_vec()
-    };
+    let fixed = |width: usize| fixed_bytes(array, r, width);
     match key_kind(data_type).expect("checked when the codec was built") {
-        KeyKind::Signed(width) => {
-            let mut be: Vec<u8> = fixed(width).into_iter().rev().collect();
-            be[0] ^= 0x80;
-            key.extend_from_slice(&be);
-        }
-        KeyKind::Unsigned(width) => key.extend(fixed(width).into_iter().rev()),
+        KeyKind::Signed(width) => push_signed_key(key, fixed(width)),
+        KeyKind::Unsigned(width) => key.extend(fixed(width).iter().rev()),
         KeyKind::Float32 => {
-            let bits = u32::from_le_bytes(fixed(4).try_into().unwrap());
+            let bits = u32::from_le_bytes(fixed(4).try_into().expect("4 bytes"));
             let ordered = if bits >> 31 == 1 {
                 !bits
             } else {
@@ -496,7 +538,7 @@ fn append_key(key: &mut Vec<u8>, array: &dyn Array, r: usize, data_type: &DataTy
             key.extend_from_slice(&ordered.to_be_bytes());
         }
         KeyKind::Float64 => {
-            let bits = u64::from_le_bytes(fixed(8).try_into().unwrap());
+            let bits = u64::from_le_bytes(fixed(8).try_into().expect("8 bytes"));
             let ordered = if bits >> 63 == 1 {
                 !bits
             } else {
@@ -521,6 +563,32 @@ fn append_key(key: &mut Vec<u8>, array: &dyn Array, r: usize, data_type: &DataTy
             key.extend_from_slice(&[0, 0]);
         }
     }
+}
+
+/// Row `r`'s value in a primitive array, as its little-endian bytes: read
+/// in place (the array's data is not copied, as `to_data` would).
+fn fixed_bytes_le(array: &dyn Array, r: usize) -> &[u8] {
+    downcast_primitive_array!(
+        array => {
+            let width = std::mem::size_of_val(&array.values()[r]);
+            &array.values().inner().as_slice()[r * width..(r + 1) * width]
+        }
+        other => unreachable!("a fixed-width key column holds {other}"),
+    )
+}
+
+fn fixed_bytes(array: &dyn Array, r: usize, width: usize) -> &[u8] {
+    let bytes = fixed_bytes_le(array, r);
+    assert_eq!(bytes.len(), width, "a key value's width matches its type");
+    bytes
+}
+
+/// A signed integer's key bytes: big-endian, sign bit flipped, so that
+/// negative values sort first.
+fn push_signed_key(key: &mut Vec<u8>, little_endian: &[u8]) {
+    let start = key.len();
+    key.extend(little_endian.iter().rev());
+    key[start] ^= 0x80;
 }
 
 #[cfg(test)]
@@ -708,5 +776,48 @@ mod tests {
             .column(2)
             .as_primitive::<arrow::datatypes::Float64Type>();
         assert!(by_float.windows(2).all(|w| f.value(w[0]) <= f.value(w[1])));
+    }
+
+    #[test]
+    fn integer_keys_match_array_keys_and_sort_like_their_values() {
+        use arrow::array::Int16Array;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("small", DataType::Int16, false),
+            Field::new("int", DataType::Int32, false),
+            Field::new("big", DataType::Int64, false),
+        ]));
+        let smalls = [i16::MIN, -1, 0, 1, 300, i16::MAX];
+        let ints = [i32::MIN, -70_000, -1, 0, 5, i32::MAX];
+        let bigs = [i64::MIN, -1, 0, 1, 1 << 40, i64::MAX];
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int16Array::from(smalls.to_vec())),
+                Arc::new(Int32Array::from(ints.to_vec())),
+                Arc::new(Int64Array::from(bigs.to_vec())),
+            ],
+        )
+        .unwrap();
+        let codec = KeyCodec::new(&schema, &[2, 0, 1]).unwrap();
+        let mut keys = Vec::new();
+        for r in 0..batch.num_rows() {
+            let values = [bigs[r], smalls[r].into(), ints[r].into()];
+            let key = codec.key_of_integers(&values).expect("every value fits");
+            assert_eq!(key, codec.key(&batch, r), "row {r}");
+            let one_row: Vec<ArrayRef> = [2, 0, 1]
+                .iter()
+                .map(|&c| batch.column(c).slice(r, 1))
+                .collect();
+            assert_eq!(key, codec.key_of(&one_row), "row {r} from sliced arrays");
+            keys.push(key);
+        }
+        assert!(
+            keys.windows(2).all(|w| w[0] < w[1]),
+            "the rows are in key order"
+        );
+        let too_big_for_smallint = [0, i64::from(i16::MAX) + 1, 0];
+        assert_eq!(codec.key_of_integers(&too_big_for_smallint), None);
+        let too_small_for_int = [0, 0, i64::from(i32::MIN) - 1];
+        assert_eq!(codec.key_of_integers(&too_small_for_int), None);
     }
 }

@@ -105,18 +105,8 @@ pub fn committed_snapshot(store: &Store) -> Snapshot {
 /// A table's schema as DataFusion sees it: every column nullable. NOT NULL
 /// is enforced by the heap itself, with PostgreSQL's message naming the
 /// table's column (DataFusion would name an intermediate one, or none).
-pub(crate) fn lenient(
-    schema: &datafusion::arrow::datatypes::Schema,
-) -> datafusion::arrow::datatypes::SchemaRef {
-    Arc::new(datafusion::arrow::datatypes::Schema::new_with_metadata(
-        schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect::<Vec<_>>(),
-        schema.metadata().clone(),
-    ))
-}
+/// A heap table's codec keeps this schema built: `codec().nullable_schema()`.
+pub(crate) use zyron_heap::row::all_nullable as lenient;
 
 pub(crate) fn to_df(err: ZyronError) -> DataFusionError {
     DataFusionError::External(Box::new(err))

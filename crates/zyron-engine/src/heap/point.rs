@@ -28,10 +28,11 @@
 //!   -> translate (AST -> Expr) -> coerce + simplify -> write::update
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
@@ -59,7 +60,7 @@ use row_update::RowUpdate;
 
 use super::scan::key_lookup;
 use super::write::{self, Checks};
-use super::{HeapTableProvider, SessionTxn, lenient, no_transaction, to_df};
+use super::{HeapTableProvider, SessionTxn, no_transaction, to_df};
 
 /// What a point statement produced.
 pub enum Outcome {
@@ -350,10 +351,16 @@ fn only_table(from: &[ast::TableWithJoins]) -> Option<&ast::TableFactor> {
 }
 
 /// A name as PostgreSQL folds it: unquoted identifiers are lower-cased.
-fn normalize(ident: &ast::Ident) -> String {
+/// Borrowed when folding changes nothing, as for most names in OLTP SQL:
+/// every point statement folds several.
+fn normalize(ident: &ast::Ident) -> Cow<'_, str> {
+    let value = ident.value.as_str();
+    let folds_to_itself = value
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase());
     match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
+        None if !folds_to_itself => Cow::Owned(value.to_lowercase()),
+        _ => Cow::Borrowed(value),
     }
 }
 
@@ -377,14 +384,27 @@ async fn resolve(session: &SessionTxn, name: &ast::ObjectName) -> Result<Option<
 /// does, without copying the session state.
 struct Compiler {
     config: Arc<ConfigOptions>,
-    props: ExecutionProps,
+    /// Built on first use: most point statements (a key lookup, an UPDATE
+    /// that adds to an integer) compile nothing.
+    props: OnceLock<ExecutionProps>,
 }
 
 impl Compiler {
     fn new(config: Arc<ConfigOptions>) -> Self {
-        let mut props = ExecutionProps::new();
-        props.mark_start_execution(config.clone());
-        Self { config, props }
+        Self {
+            config,
+            props: OnceLock::new(),
+        }
+    }
+
+    /// The statement's execution properties; its start time (what `now()`
+    /// returns) is fixed by the first call.
+    fn props(&self) -> &ExecutionProps {
+        self.props.get_or_init(|| {
+            let mut props = ExecutionProps::new();
+            props.mark_start_execution(self.config.clone());
+            props
+        })
     }
 
     /// Type coercion, then constant folding (`now()` becomes the statement's start time).
@@ -399,7 +419,7 @@ impl Compiler {
         let context = SimplifyContext::builder()
             .with_schema(Arc::new(schema.clone()))
             .with_config_options(self.config.clone())
-            .with_query_execution_start_time(self.props.query_execution_start_time)
+            .with_query_execution_start_time(self.props().query_execution_start_time)
             .build();
         let simplifier = ExprSimplifier::new(context);
         simplifier.simplify(simplifier.coerce(expr, schema)?)
@@ -417,7 +437,7 @@ impl Compiler {
         create_physical_expr(
             &expr,
             schema,
-            &self.props,
+            self.props(),
             &PhysicalPlanningContext::default(),
         )
     }
@@ -430,7 +450,7 @@ impl Compiler {
         let now = datafusion::functions::datetime::now::NowFunc::new_with_config(&self.config);
         let context = SimplifyContext::builder()
             .with_config_options(self.config.clone())
-            .with_query_execution_start_time(self.props.query_execution_start_time)
+            .with_query_execution_start_time(self.props().query_execution_start_time)
             .build();
         Ok(match now.simplify(Vec::new(), &context)? {
             ExprSimplifyResult::Simplified(folded) => folded,
@@ -516,7 +536,7 @@ impl Point<'_> {
                 None => return Ok(None),
             },
         };
-        let full = lenient(self.table.codec().schema());
+        let full = self.table.codec().nullable_schema();
         let schema = Arc::new(Schema::new(
             columns
                 .iter()
@@ -566,9 +586,9 @@ impl Point<'_> {
             let txn = guard.as_ref().ok_or_else(no_transaction)?;
             write::candidates_in(self.table, txn, Some(slots), &predicate)?
         };
-        let full = lenient(self.table.codec().schema());
+        let full = self.table.codec().nullable_schema();
         let batches: Vec<RecordBatch> = found.into_iter().map(|(_, batch)| batch).collect();
-        Ok(Some(concat_batches(&full, &batches)?.project(indices)?))
+        Ok(Some(concat_batches(full, &batches)?.project(indices)?))
     }
 
     /// Output columns `(table column index, output name)`: `*`, or plain
@@ -595,7 +615,10 @@ impl Point<'_> {
                     columns.push((index, schema.field(index).name().clone()));
                 }
                 ast::SelectItem::ExprWithAlias { expr, alias } => {
-                    columns.push((translator.column_index(expr)?, normalize(alias)));
+                    columns.push((
+                        translator.column_index(expr)?,
+                        normalize(alias).into_owned(),
+                    ));
                 }
                 _ => return None,
             }
@@ -677,7 +700,7 @@ impl Point<'_> {
         let Some(values) = self.insert_values(&provider, columns, rows)? else {
             return Ok(None);
         };
-        let schema = lenient(self.table.codec().schema());
+        let schema = self.table.codec().nullable_schema().clone();
         let batch = RecordBatch::try_new(schema, values)?;
         let compile = |expr, schema: &DFSchema| self.compiler.compile(expr, schema);
         let checks = Checks::compile(&compile, self.table, provider.checks())?;
@@ -698,7 +721,7 @@ impl Point<'_> {
         provider: &HeapTableProvider,
         columns: &[ast::ObjectName],
         rows: &[ast::Parens<Vec<ast::Expr>>],
-    ) -> Result<Option<Vec<datafusion::arrow::array::ArrayRef>>> {
+    ) -> Result<Option<Vec<ArrayRef>>> {
         let schema = self.table.codec().schema();
         let translator = self.translator(None);
         let targets: Vec<usize> = if columns.is_empty() {
@@ -731,7 +754,6 @@ impl Point<'_> {
                 _ => Ok(None),
             }
         };
-        let strict = write::strict_cast_options();
         let mut arrays = Vec::with_capacity(schema.fields().len());
         for (index, field) in schema.fields().iter().enumerate() {
             let position = targets.iter().position(|&t| t == index);
@@ -745,12 +767,34 @@ impl Point<'_> {
                     },
                 };
                 let Some(value) = value else { return Ok(None) };
-                column.push(value.cast_to_with_options(field.data_type(), &strict)?);
+                column.push(value);
             }
-            arrays.push(ScalarValue::iter_to_array(column)?);
+            arrays.push(column_array(column, field.data_type())?);
         }
         Ok(Some(arrays))
     }
+}
+
+/// One column's values as an array of `data_type`, each value cast
+/// strictly. Values of one type (the usual case: the same parameter or
+/// literal kind in every row) become one array, cast once: casting a scalar
+/// builds an array and takes it apart again.
+fn column_array(values: Vec<ScalarValue>, data_type: &DataType) -> Result<ArrayRef> {
+    let first_type = values.first().map(ScalarValue::data_type);
+    if let Some(first_type) = first_type.filter(|t| values.iter().all(|v| v.data_type() == *t)) {
+        let array = ScalarValue::iter_to_array(values)?;
+        return if first_type == *data_type {
+            Ok(array)
+        } else {
+            write::strict_cast(&array, data_type)
+        };
+    }
+    let strict = write::strict_cast_options();
+    let cast = values
+        .into_iter()
+        .map(|value| value.cast_to_with_options(data_type, &strict))
+        .collect::<Result<Vec<_>>>()?;
+    ScalarValue::iter_to_array(cast)
 }
 
 /// SQL expressions to DataFusion expressions, for the subset point
@@ -819,8 +863,10 @@ impl Translator<'_> {
     fn target(&self, name: &ast::ObjectName) -> Option<String> {
         let parts: Vec<&ast::Ident> = name.0.iter().filter_map(|p| p.as_ident()).collect();
         match parts.as_slice() {
-            [column] => Some(normalize(column)),
-            [qualifier, column] if self.qualifies(qualifier) => Some(normalize(column)),
+            [column] => Some(normalize(column).into_owned()),
+            [qualifier, column] if self.qualifies(qualifier) => {
+                Some(normalize(column).into_owned())
+            }
             _ => None,
         }
     }
@@ -1021,7 +1067,7 @@ mod tests {
     #[test]
     fn now_folds_to_the_statement_start() {
         let compiler = Compiler::new(Arc::new(ConfigOptions::default()));
-        let start = compiler.props.query_execution_start_time;
+        let start = compiler.props().query_execution_start_time;
         let Expr::Literal(ScalarValue::TimestampNanosecond(Some(nanos), zone), None) =
             compiler.now().unwrap()
         else {

@@ -52,7 +52,7 @@ impl HeapTableProvider {
         store: Arc<Store>,
         session: Option<Arc<SessionTxn>>,
     ) -> Result<Self> {
-        let schema = super::lenient(table.codec().schema());
+        let schema = table.codec().nullable_schema().clone();
         let def = table.def();
         let defaults = def
             .columns

@@ -80,7 +80,7 @@ impl HeapScanExec {
         slots: Option<Vec<u64>>,
         target_partitions: usize,
     ) -> Result<Self> {
-        let full = super::lenient(table.codec().schema());
+        let full = table.codec().nullable_schema().clone();
         let schema = match &projection {
             Some(p) => Arc::new(full.project(p)?),
             None => full,
@@ -206,7 +206,7 @@ pub fn key_lookup(
     let conjuncts: Vec<&Expr> = filters.iter().flat_map(|f| split_conjunction(f)).collect();
     // Equality on every key column (IN lists multiply out).
     let mut choices: Vec<Vec<ArrayRef>> = Vec::new();
-    for &c in &columns {
+    for &c in columns {
         let name = schema.field(c).name();
         let data_type = schema.field(c).data_type();
         match conjuncts.iter().find_map(|e| equal_values(e, name)) {
@@ -216,7 +216,7 @@ pub fn key_lookup(
                     .filter_map(|v| literal_array(v, data_type))
                     .collect(),
             ),
-            None => return range_lookup(table, &conjuncts, columns.as_slice()),
+            None => return range_lookup(table, &conjuncts, columns),
         }
     }
     let mut keys: Vec<Vec<ArrayRef>> = vec![Vec::new()];

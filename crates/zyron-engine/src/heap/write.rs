@@ -194,7 +194,7 @@ pub fn insert_plan(
     checks: Vec<Check>,
     input: Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let schema = super::lenient(table.codec().schema());
+    let schema = table.codec().nullable_schema().clone();
     let sink = HeapSink {
         table,
         session,

@@ -7,10 +7,6 @@
 //! value that is not an integer, or does not fit its column, gives `None`
 //! and the statement takes the general path (which compares as SQL does).
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, Int64Array};
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast;
@@ -56,7 +52,7 @@ pub(super) fn exact_key(
         return None;
     }
     let schema = table.codec().schema();
-    let mut arrays: Vec<Option<ArrayRef>> = vec![None; key_columns.len()];
+    let mut key_values: Vec<Option<i64>> = vec![None; key_columns.len()];
     let mut values = Vec::with_capacity(key_columns.len());
     for conjunct in conjuncts {
         let ast::Expr::BinaryOp {
@@ -74,16 +70,15 @@ pub(super) fn exact_key(
         let position = key_columns.iter().position(|&c| c == column)?;
         let data_type = schema.field(column).data_type();
         let width = integer_width(data_type)?;
-        if arrays[position].is_some() || !fits(value, width) {
+        if key_values[position].is_some() || !fits(value, width) {
             return None;
         }
-        let array: ArrayRef = Arc::new(Int64Array::from(vec![value]));
-        arrays[position] = Some(cast(&array, data_type).ok()?);
+        key_values[position] = Some(value);
         values.push((column, width, value));
     }
-    let arrays: Vec<ArrayRef> = arrays.into_iter().collect::<Option<_>>()?;
+    let key_values: Vec<i64> = key_values.into_iter().collect::<Option<_>>()?;
     Some(ExactKey {
-        bytes: table.key_codec()?.key_of(&arrays),
+        bytes: table.key_codec()?.key_of_integers(&key_values)?,
         values,
     })
 }
