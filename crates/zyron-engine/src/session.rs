@@ -75,17 +75,18 @@ enum Block {
 pub struct PreparedStatement {
     sql: String,
     parsed: Option<Parsed>,
-    /// The plan made at prepare time, for describing parameters and result
-    /// columns. Execution plans again, so a statement prepared before a table
-    /// changed still sees the table as it is.
-    described_plan: Option<LogicalPlan>,
-    /// Types of `$1..$n`, inferred once from the described plan (every
+    /// Types of `$1..$n`, inferred once from the plan made at prepare time (every
     /// Bind needs them; walking the plan for them cost more than running a
     /// point statement).
     parameter_types: Vec<Option<DataType>>,
     /// Whether the statement has a point statement's shape (`heap::is_point_shape`),
     /// worked out once instead of at every execution.
     point_shape: bool,
+    /// The columns the statement returns, worked out once from the plan made
+    /// at prepare time: clients describe a prepared statement's portal at
+    /// every execution. (Execution plans again, so a statement prepared
+    /// before a table changed still sees the table as it is.)
+    result_schema: SchemaRef,
 }
 
 impl PreparedStatement {
@@ -116,8 +117,12 @@ impl PreparedStatement {
     }
 
     /// The columns the statement returns; empty for statements without rows.
-    pub fn result_schema(&self) -> SchemaRef {
-        match (&self.parsed, &self.described_plan) {
+    pub fn result_schema(&self) -> &SchemaRef {
+        &self.result_schema
+    }
+
+    fn work_out_result_schema(parsed: Option<&Parsed>, plan: Option<&LogicalPlan>) -> SchemaRef {
+        match (parsed, plan) {
             (Some(Parsed::Utility(Utility::Show { name })), _) => show_schema(name),
             (Some(Parsed::Utility(Utility::ShowAll)), _) => show_all_schema(),
             (_, Some(plan)) if statement::command_for_plan(plan).is_none() => {
@@ -270,9 +275,12 @@ impl Session {
         Ok(PreparedStatement {
             sql: sql.to_owned(),
             point_shape,
+            result_schema: PreparedStatement::work_out_result_schema(
+                parsed.as_ref(),
+                described_plan.as_ref(),
+            ),
             parsed,
             parameter_types: PreparedStatement::infer_parameter_types(described_plan.as_ref()),
-            described_plan,
         })
     }
 

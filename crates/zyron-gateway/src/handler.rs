@@ -255,12 +255,17 @@ impl ExtendedQueryHandler for Backend {
             None
         } else {
             let inferred = prepared.parameter_types();
-            let inferred_refs: Vec<Option<&DataType>> =
-                inferred.iter().map(Option::as_ref).collect();
-            Some(arrow_pg::datatypes::df::deserialize_parameters(
-                portal,
-                &inferred_refs,
-            )?)
+            match crate::params::integers_as_text(portal, inferred) {
+                Some(params) => Some(params),
+                None => {
+                    let inferred_refs: Vec<Option<&DataType>> =
+                        inferred.iter().map(Option::as_ref).collect();
+                    Some(arrow_pg::datatypes::df::deserialize_parameters(
+                        portal,
+                        &inferred_refs,
+                    )?)
+                }
+            }
         };
         let mut session = self.session.lock().await;
         let result = catch_panic(session.execute_prepared(prepared, params))

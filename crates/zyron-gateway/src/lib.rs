@@ -11,6 +11,7 @@ mod activity;
 mod deferred_flush;
 mod encode;
 mod handler;
+mod params;
 mod server;
 mod startup;
 

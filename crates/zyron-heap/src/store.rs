@@ -94,9 +94,41 @@ struct CatalogEntry {
 #[derive(Default)]
 struct Catalog {
     entries: BTreeMap<u64, CatalogEntry>,
-    names: HashMap<(String, String), u64>,
+    names: Names<u64>,
     /// Names taken by open transactions' CREATE TABLE.
-    reserved: HashMap<(String, String), TxnId>,
+    reserved: Names<TxnId>,
+}
+
+/// Values by (schema, table) name, looked up by borrowed names: every
+/// statement resolves its tables, and an owned key cost two allocations.
+struct Names<V>(HashMap<String, HashMap<String, V>>);
+
+impl<V> Default for Names<V> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<V> Names<V> {
+    fn get(&self, schema: &str, name: &str) -> Option<&V> {
+        self.0.get(schema)?.get(name)
+    }
+
+    fn insert(&mut self, schema: &str, name: &str, value: V) {
+        self.0
+            .entry(schema.to_owned())
+            .or_default()
+            .insert(name.to_owned(), value);
+    }
+
+    fn remove(&mut self, schema: &str, name: &str) -> Option<V> {
+        let in_schema = self.0.get_mut(schema)?;
+        let removed = in_schema.remove(name);
+        if in_schema.is_empty() {
+            self.0.remove(schema);
+        }
+        removed
+    }
 }
 
 impl Catalog {
@@ -109,8 +141,7 @@ impl Catalog {
 
     fn put(&mut self, table: Arc<HeapTable>) {
         let def = table.def();
-        self.names
-            .insert((def.schema.clone(), def.name.clone()), def.id);
+        self.names.insert(&def.schema, &def.name, def.id);
         self.entries.insert(
             def.id,
             CatalogEntry {
@@ -123,7 +154,7 @@ impl Catalog {
     fn drop_table(&mut self, id: u64, ts: u64) {
         if let Some(entry) = self.entries.get_mut(&id) {
             let def = entry.table.def();
-            self.names.remove(&(def.schema.clone(), def.name.clone()));
+            self.names.remove(&def.schema, &def.name);
             entry.dropped_ts = Some(ts);
         }
     }
@@ -140,10 +171,6 @@ pub struct Store {
     /// A row travels in one op of one WAL record, with room for the framing.
     max_row_bytes: usize,
     spill_bytes: usize,
-}
-
-fn key_of(schema: &str, name: &str) -> (String, String) {
-    (schema.to_owned(), name.to_owned())
 }
 
 impl Store {
@@ -227,7 +254,7 @@ impl Store {
         let catalog = self.catalog_read();
         catalog
             .names
-            .get(&key_of(schema, name))
+            .get(schema, name)
             .and_then(|id| catalog.live(*id))
             .cloned()
     }
@@ -650,20 +677,20 @@ impl Transaction {
 
     /// `CREATE TABLE`: visible to this transaction now, to others once committed.
     pub fn create_table(&mut self, mut def: TableDef) -> Result<Arc<HeapTable>> {
-        let name = key_of(&def.schema, &def.name);
         if self.table(&def.schema, &def.name).is_some() {
             return Err(already_exists(&def.name));
         }
         {
             let mut catalog = self.store.catalog_write();
-            match catalog.reserved.get(&name) {
+            match catalog.reserved.get(&def.schema, &def.name) {
                 Some(&holder) if holder != self.txn => return Err(already_exists(&def.name)),
                 _ => {}
             }
-            if catalog.names.contains_key(&name) && !self.drops(&def.schema, &def.name) {
+            let taken = catalog.names.get(&def.schema, &def.name).is_some();
+            if taken && !self.drops(&def.schema, &def.name) {
                 return Err(already_exists(&def.name));
             }
-            catalog.reserved.insert(name, self.txn);
+            catalog.reserved.insert(&def.schema, &def.name, self.txn);
         }
         def.id = self.store.next_table_id.fetch_add(1, Ordering::Relaxed);
         let table = Arc::new(HeapTable::new(def, self.store.memory.clone())?);
@@ -778,9 +805,7 @@ impl Transaction {
         let mut catalog = self.store.catalog_write();
         for ddl in self.ddl.drain(keep..) {
             if let Ddl::Create(t) = ddl {
-                catalog
-                    .reserved
-                    .remove(&key_of(&t.def().schema, &t.def().name));
+                catalog.reserved.remove(&t.def().schema, &t.def().name);
                 t.release_all();
             }
         }
@@ -879,9 +904,7 @@ impl Transaction {
         for ddl in self.ddl.drain(..) {
             match ddl {
                 Ddl::Create(t) => {
-                    catalog
-                        .reserved
-                        .remove(&key_of(&t.def().schema, &t.def().name));
+                    catalog.reserved.remove(&t.def().schema, &t.def().name);
                     catalog.put(t);
                 }
                 Ddl::Drop(t) => catalog.drop_table(t.id(), ts),

@@ -240,7 +240,7 @@ impl<'a> Shape<'a> {
                     return None;
                 }
                 Some(Shape::Select {
-                    table: only_table(&select.from)?,
+                    table: only_table(&select.from, check)?,
                     projection: &select.projection,
                     selection: select.selection.as_ref()?,
                 })
@@ -255,7 +255,7 @@ impl<'a> Shape<'a> {
                     return None;
                 }
                 Some(Shape::Update {
-                    table: only_table(std::slice::from_ref(&update.table))?,
+                    table: only_table(std::slice::from_ref(&update.table), check)?,
                     assignments: &update.assignments,
                     selection: update.selection.as_ref(),
                 })
@@ -271,7 +271,7 @@ impl<'a> Shape<'a> {
                 let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
                     &delete.from;
                 Some(Shape::Delete {
-                    table: only_table(from)?,
+                    table: only_table(from, check)?,
                     selection: delete.selection.as_ref(),
                 })
             }
@@ -327,12 +327,15 @@ fn empty() -> ast::Values {
 
 /// The one plain table of a FROM list: no join, no table function, no
 /// column aliases, nothing but a name and an optional alias.
-fn only_table(from: &[ast::TableWithJoins]) -> Option<&ast::TableFactor> {
+fn only_table(from: &[ast::TableWithJoins], check: Check) -> Option<&ast::TableFactor> {
     let [ast::TableWithJoins { relation, joins }] = from else {
         return None;
     };
     if !joins.is_empty() {
         return None;
+    }
+    if check == Check::Skip {
+        return Some(relation);
     }
     let template = templates().select.body.as_ref();
     let ast::SetExpr::Select(template) = template else {
@@ -656,7 +659,7 @@ impl Point<'_> {
             let Some(value) = translator.expr(&assignment.value) else {
                 return Ok(None);
             };
-            translated.push((name, self.compiler.prepare(value, &schema)?));
+            translated.push((name.into_owned(), self.compiler.prepare(value, &schema)?));
         }
         let Some(filters) = self.filters(selection)? else {
             return Ok(None);
@@ -860,12 +863,11 @@ impl Translator<'_> {
     }
 
     /// An assignment or INSERT target: a column name, possibly qualified.
-    fn target(&self, name: &ast::ObjectName) -> Option<String> {
-        let parts: Vec<&ast::Ident> = name.0.iter().filter_map(|p| p.as_ident()).collect();
-        match parts.as_slice() {
-            [column] => Some(normalize(column).into_owned()),
-            [qualifier, column] if self.qualifies(qualifier) => {
-                Some(normalize(column).into_owned())
+    fn target<'n>(&self, name: &'n ast::ObjectName) -> Option<Cow<'n, str>> {
+        match name.0.as_slice() {
+            [column] => Some(normalize(column.as_ident()?)),
+            [qualifier, column] if self.qualifies(qualifier.as_ident()?) => {
+                Some(normalize(column.as_ident()?))
             }
             _ => None,
         }
