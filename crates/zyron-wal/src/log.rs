@@ -137,6 +137,12 @@ struct State {
     /// Segments exist, whole and fsynced, up to this LSN.
     prepared_lsn: u64,
     leader_active: bool,
+    /// Threads waiting on `Shared::space` and `Shared::flushed`: a leader
+    /// signals a condition variable only if someone waits on it, since a
+    /// signal costs a futex system call even when no one does (two per
+    /// commit, for a lone committer).
+    space_waiters: usize,
+    flush_waiters: usize,
     /// Set by a failed write or fdatasync: after that the page cache cannot be
     /// trusted, so every later commit fails rather than be acknowledged falsely.
     failed: Option<ZyronError>,
@@ -164,6 +170,8 @@ impl Wal {
                 next_lsn: end_lsn,
                 prepared_lsn,
                 leader_active: false,
+                space_waiters: 0,
+                flush_waiters: 0,
                 failed: None,
                 callbacks: Vec::new(),
                 unwaited: false,
@@ -334,7 +342,10 @@ impl Shared {
             {
                 // A full buffer is written by whoever finds it full, not left to the timer.
                 state = if state.leader_active {
-                    self.space.wait(state).unwrap_or_else(|p| p.into_inner())
+                    state.space_waiters += 1;
+                    let mut state = self.space.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state.space_waiters -= 1;
+                    state
                 } else {
                     self.lead_one_round(state)
                 };
@@ -430,7 +441,9 @@ impl Shared {
                 return Err(err.clone());
             }
             if state.leader_active {
+                state.flush_waiters += 1;
                 state = self.flushed.wait(state).unwrap_or_else(|p| p.into_inner());
+                state.flush_waiters -= 1;
                 continue;
             }
             state = self.lead_one_round(state);
@@ -470,8 +483,11 @@ impl Shared {
         let spare = std::mem::take(&mut state.spare_buffer);
         let mut batch = std::mem::replace(&mut state.buffer, spare);
         state.buffer_lsn = end;
+        let space_awaited = state.space_waiters > 0;
         drop(state);
-        self.space.notify_all();
+        if space_awaited {
+            self.space.notify_all();
+        }
 
         let result = self.write_batch(start, &batch);
         batch.clear();
@@ -485,8 +501,11 @@ impl Shared {
         }
         let ready = self.take_ready_callbacks(&mut state);
         let more_owed = !state.callbacks.is_empty() || state.unwaited;
+        let flush_awaited = state.flush_waiters > 0;
         drop(state);
-        self.flushed.notify_all();
+        if flush_awaited {
+            self.flushed.notify_all();
+        }
         if more_owed {
             self.wake.notify_one();
         }
