@@ -502,9 +502,15 @@ impl Shared {
         let ready = self.take_ready_callbacks(&mut state);
         let more_owed = !state.callbacks.is_empty() || state.unwaited;
         let flush_awaited = state.flush_waiters > 0;
+        // An appender that found the buffer full while this round ran waits
+        // for the round to end: it leads the next one, or sees the failure.
+        let space_awaited = state.space_waiters > 0;
         drop(state);
         if flush_awaited {
             self.flushed.notify_all();
+        }
+        if space_awaited {
+            self.space.notify_all();
         }
         if more_owed {
             self.wake.notify_one();
