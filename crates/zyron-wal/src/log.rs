@@ -545,6 +545,10 @@ impl Shared {
         if batch.is_empty() {
             return Ok(());
         }
+        #[cfg(test)]
+        if let Some(fault) = tests::WRITE_FAULT.with(|f| f.borrow_mut().take()) {
+            fault().map_err(|e| ZyronError::io("writing the WAL", &e))?;
+        }
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let mut touched = Vec::with_capacity(2);
         let mut lsn = start;
@@ -647,5 +651,100 @@ impl Shared {
                 state.unwaited = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::mpsc;
+
+    use super::*;
+
+    type Fault = Box<dyn FnOnce() -> std::io::Result<()>>;
+
+    thread_local! {
+        /// A failing disk for the tests: when set, this thread's next WAL
+        /// write runs it instead of writing, and fails with its error.
+        pub(super) static WRITE_FAULT: RefCell<Option<Fault>> = const { RefCell::new(None) };
+    }
+
+    const WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+    /// Waits until `condition` holds, failing the test past [`WAIT_LIMIT`].
+    fn wait_for(what: &str, condition: impl Fn() -> bool) {
+        let deadline = Instant::now() + WAIT_LIMIT;
+        while !condition() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not reached in {WAIT_LIMIT:?}"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    /// An appender that finds the buffer full while a round is being written
+    /// waits for that round. If the round's write fails, the appender must
+    /// wake and get the error: before 2157ba9 it was woken only when the
+    /// round began, so one that started waiting later waited forever.
+    #[test]
+    fn a_failed_round_wakes_appenders_waiting_for_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = WalOptions {
+            segment_bytes: 64 << 10,
+            max_buffer_bytes: 4 << 10,
+            max_record_bytes: 4 << 10,
+            max_spare_segments: 1,
+            background_flush_ms: 5,
+        };
+        let (wal, _) = crate::open(dir.path(), options, 0, |_| Ok(())).unwrap();
+        let wal = Arc::new(wal);
+
+        // The leader's write blocks until released, then fails.
+        let (release, gate) = mpsc::channel::<()>();
+        let leader = {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                let fault: Fault = Box::new(move || {
+                    gate.recv().expect("the test releases the write");
+                    Err(std::io::Error::other("injected write failure"))
+                });
+                WRITE_FAULT.with(|f| *f.borrow_mut() = Some(fault));
+                let appended = wal.append(1, &[1; 100]).unwrap();
+                wal.flush(appended.end_lsn)
+            })
+        };
+        wait_for("the leader's round", || wal.shared.lock().leader_active);
+
+        let (done, appended) = mpsc::channel();
+        let appender = {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                // The first fits in the buffer the round left empty; the second finds it full.
+                let first = wal.append(1, &[2; 3000]);
+                let second = wal.append(1, &[3; 3000]);
+                done.send((first.is_ok(), second)).unwrap();
+            })
+        };
+        wait_for("an appender waiting for space", || {
+            wal.shared.lock().space_waiters == 1
+        });
+        release.send(()).unwrap();
+
+        let flushed = leader.join().unwrap();
+        assert!(
+            flushed
+                .unwrap_err()
+                .to_string()
+                .contains("injected write failure")
+        );
+        let (first_ok, second) = appended
+            .recv_timeout(WAIT_LIMIT)
+            .expect("the appender waiting for space was never woken");
+        assert!(first_ok);
+        let err = second.expect_err("an append after a failed write must fail");
+        assert_eq!(err.sqlstate(), SqlState::IO_ERROR);
+        assert!(err.to_string().contains("injected write failure"), "{err}");
+        appender.join().unwrap();
     }
 }
