@@ -430,7 +430,11 @@ pub async fn update(
             .collect::<Result<Vec<ArrayRef>>>()?;
         let options = datafusion::arrow::array::RecordBatchOptions::new()
             .with_row_count(Some(batch.num_rows()));
-        let raw = RecordBatch::try_new_with_options(super::lenient(&schema), columns, &options)?;
+        let raw = RecordBatch::try_new_with_options(
+            table.codec().nullable_schema().clone(),
+            columns,
+            &options,
+        )?;
         let conformed = conform(table, &raw)?;
         checks.verify(&conformed)?;
         Ok(conformed)
