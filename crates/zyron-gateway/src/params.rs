@@ -45,7 +45,9 @@ pub fn integers_as_text<S: Clone>(
             None => None,
             Some(text) => {
                 let value: i64 = std::str::from_utf8(text).ok()?.parse().ok()?;
-                fits(value, wire_bits).then_some(value)?;
+                if !fits(value, wire_bits) {
+                    return None;
+                }
                 Some(value)
             }
         };

@@ -565,22 +565,21 @@ fn append_key(key: &mut Vec<u8>, array: &dyn Array, r: usize, data_type: &DataTy
     }
 }
 
-/// Row `r`'s value in a primitive array, as its little-endian bytes: read
-/// in place (the array's data is not copied, as `to_data` would).
-fn fixed_bytes_le(array: &dyn Array, r: usize) -> &[u8] {
+/// Row `r`'s value in a primitive array of `width`-byte values, as its
+/// little-endian bytes: read in place (the array's data is not copied, as
+/// `to_data` would).
+fn fixed_bytes(array: &dyn Array, r: usize, width: usize) -> &[u8] {
     downcast_primitive_array!(
         array => {
-            let width = std::mem::size_of_val(&array.values()[r]);
+            assert_eq!(
+                std::mem::size_of_val(&array.values()[r]),
+                width,
+                "a key value's width matches its type"
+            );
             &array.values().inner().as_slice()[r * width..(r + 1) * width]
         }
         other => unreachable!("a fixed-width key column holds {other}"),
     )
-}
-
-fn fixed_bytes(array: &dyn Array, r: usize, width: usize) -> &[u8] {
-    let bytes = fixed_bytes_le(array, r);
-    assert_eq!(bytes.len(), width, "a key value's width matches its type");
-    bytes
 }
 
 /// A signed integer's key bytes: big-endian, sign bit flipped, so that
