@@ -38,8 +38,9 @@ pub struct Config {
     pub target_partitions: usize,
     /// Memory one query may use before it spills or fails, in MiB; 0 means no limit.
     pub query_memory_limit_mib: usize,
-    /// Memory heap tables (rows and their versions) may hold, in MiB. Past it
-    /// writes fail with SQLSTATE 53200 and nothing already written is lost.
+    /// Memory heap tables (rows, their versions and primary-key indexes) may hold,
+    /// in MiB. Past it writes fail with SQLSTATE 53200 and nothing already
+    /// written is lost.
     pub heap_memory_budget_mib: usize,
     /// A checkpoint is taken after this much WAL, in MiB; it bounds recovery time.
     pub checkpoint_wal_mib: u64,

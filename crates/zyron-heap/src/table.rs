@@ -18,7 +18,7 @@ use arrow::array::RecordBatch;
 use zyron_common::{Result, SqlState, ZyronError};
 use zyron_txn::{Isolation, OPEN, Snapshot, TXN_FLAG, TxnId, marked_by, txn_mark};
 
-use crate::btree::BPlusTree;
+use crate::btree::{self, BPlusTree};
 use crate::catalog::TableDef;
 pub use crate::page::PAGE_SLOTS;
 use crate::page::{Page, Version};
@@ -81,6 +81,13 @@ impl MemoryBudget {
     }
 }
 
+/// Whether a reservation may fail: recovery must load what was committed.
+#[derive(Clone, Copy)]
+enum Charge {
+    Checked,
+    Forced,
+}
+
 /// What a version of a `row_len`-byte row counts against the memory budget.
 fn cost(row_len: usize) -> usize {
     row_len + VERSION_OVERHEAD_BYTES
@@ -140,7 +147,17 @@ pub struct HeapTable {
     /// may see a version with another key. 0 for an index kept since the table was created;
     /// raised to the ALTER's commit timestamp when the new definition is published.
     index_serves_from_ts: AtomicU64,
+    /// What the index's entries count against `memory` (see [`btree::entry_bytes`]); given
+    /// back when the table goes, as the index goes with it (rows are given back explicitly,
+    /// by [`HeapTable::release_all`], because redefinitions share them).
+    index_bytes: AtomicUsize,
     memory: Arc<MemoryBudget>,
+}
+
+impl Drop for HeapTable {
+    fn drop(&mut self) {
+        self.memory.release(*self.index_bytes.get_mut());
+    }
 }
 
 impl std::fmt::Debug for HeapTable {
@@ -221,6 +238,7 @@ impl HeapTable {
             free_slots: Mutex::new(Vec::new()),
             index: RwLock::new(BPlusTree::new()),
             index_serves_from_ts: AtomicU64::new(0),
+            index_bytes: AtomicUsize::new(0),
             memory,
         })
     }
@@ -321,6 +339,7 @@ impl HeapTable {
         let slot = match index.get(key) {
             Some(slot) => slot,
             None => {
+                self.charge_index_entry(key, Charge::Checked)?;
                 let slot = self.allocate_slot();
                 index.insert(key, slot).expect("the key was just looked up");
                 slot
@@ -339,6 +358,28 @@ impl HeapTable {
                 Ok(Step::Done(slot))
             }
         })
+    }
+
+    /// Counts a new index entry for `key` against the memory budget.
+    fn charge_index_entry(&self, key: &[u8], charge: Charge) -> Result<()> {
+        let bytes = btree::entry_bytes(key.len());
+        match charge {
+            Charge::Checked => self.memory.reserve(bytes)?,
+            Charge::Forced => self.memory.force(bytes),
+        }
+        self.index_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes `key` from the index if it still leads to `slot` (an insert may have reused
+    /// the key for another slot meanwhile), and gives its memory back.
+    fn remove_key_of(&self, index: &mut BPlusTree, key: &[u8], slot: u64) {
+        if index.get(key) == Some(slot) {
+            index.remove(key);
+            let bytes = btree::entry_bytes(key.len());
+            self.index_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.memory.release(bytes);
+        }
     }
 
     fn duplicate_key(&self) -> ZyronError {
@@ -467,9 +508,7 @@ impl HeapTable {
         });
         if emptied {
             if let (Some(index), Some(key)) = (index.as_mut(), key) {
-                if index.get(key) == Some(slot) {
-                    index.remove(key);
-                }
+                self.remove_key_of(index, key, slot);
             }
             self.free_slots
                 .lock()
@@ -637,9 +676,7 @@ impl HeapTable {
                 continue;
             }
             if let (Some(index), Some(key)) = (index.as_mut(), keys.get(i)) {
-                if index.get(key) == Some(*slot) {
-                    index.remove(key);
-                }
+                self.remove_key_of(index, key, *slot);
             }
             free.push(*slot);
         }
@@ -658,6 +695,8 @@ impl HeapTable {
         if let Some(key) = key {
             let mut index = self.index_write();
             if index.replace(key, slot).is_none() {
+                self.charge_index_entry(key, Charge::Forced)
+                    .expect("a forced charge cannot fail");
                 index.insert(key, slot).expect("absent key");
             }
         }
@@ -748,6 +787,9 @@ impl HeapTable {
             .clone();
         if let Some(key) = &table.key {
             let index = self.build_index(key)?;
+            let bytes: usize = index.iter().map(|(k, _)| btree::entry_bytes(k.len())).sum();
+            table.memory.reserve(bytes)?;
+            *table.index_bytes.get_mut() = bytes;
             *table.index.get_mut().unwrap_or_else(|p| p.into_inner()) = index;
         }
         Ok(table)

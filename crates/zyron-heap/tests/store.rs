@@ -7,6 +7,7 @@ use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use futures::executor::block_on;
 use zyron_common::SqlState;
+use zyron_heap::btree;
 use zyron_heap::catalog::{DEFAULT_SCHEMA, TableDef};
 use zyron_heap::page::PAGE_SLOTS;
 use zyron_heap::table::{GcStats, HeapTable};
@@ -526,6 +527,60 @@ fn the_memory_budget_is_enforced_with_a_clear_error() {
         0,
         "a rolled-back transaction gives its memory back"
     );
+}
+
+/// The primary-key index counts against the budget: each key as `btree::entry_bytes` says,
+/// given back when a rolled-back insert or VACUUM removes the key and when the table goes.
+#[test]
+fn the_memory_budget_counts_the_primary_key_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let used = || store.memory().used_bytes();
+    let create = |name: &str, keyed: bool| {
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        txn.create_table(def(name, keyed)).unwrap();
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        store.table(DEFAULT_SCHEMA, name).unwrap()
+    };
+    let (plain, keyed) = (create("plain", false), create("keyed", true));
+    // A BIGINT key is a marker byte and eight value bytes.
+    let key_bytes = btree::entry_bytes(9);
+    let inserting = |table: &Arc<HeapTable>| {
+        let before = used();
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        block_on(txn.insert(table, &batch(0..1_000, "v"))).unwrap();
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        used() - before
+    };
+    assert_eq!(inserting(&keyed) - inserting(&plain), 1_000 * key_bytes);
+
+    let before = used();
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    block_on(txn.insert(&keyed, &batch(1_000..1_500, "v"))).unwrap();
+    assert!(used() > before + 500 * key_bytes);
+    txn.rollback();
+    assert_eq!(used(), before, "an undone insert gives its keys back");
+
+    // The same rows sit in the same slots of both tables: the first 100 go from each.
+    let vacuuming = |table: &Arc<HeapTable>| {
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        for slot in 0..100 {
+            assert!(block_on(txn.delete(table, slot, |_| Ok(true))).unwrap());
+        }
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        let before = used();
+        assert_eq!(store.vacuum().slots_freed, 100);
+        before - used()
+    };
+    assert_eq!(vacuuming(&keyed) - vacuuming(&plain), 100 * key_bytes);
+
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    txn.drop_table(&plain).unwrap();
+    txn.drop_table(&keyed).unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    drop((plain, keyed));
+    store.checkpoint().unwrap();
+    assert_eq!(used(), 0, "dropped tables give back rows and indexes");
 }
 
 #[test]
