@@ -63,6 +63,11 @@ pub enum TransactionEffect {
 enum Block {
     /// Autocommit: every statement stands alone.
     Idle,
+    /// The statements of one multi-statement query, sharing one transaction as in
+    /// PostgreSQL's implicit block: committed when the query ends, rolled back when a
+    /// statement fails. BEGIN turns it into an explicit block; COMMIT or ROLLBACK ends it, and
+    /// the statements after start another.
+    Implicit,
     /// Inside BEGIN ... COMMIT.
     InBlock,
     /// A statement failed inside the block: everything but COMMIT/ROLLBACK is refused.
@@ -192,7 +197,8 @@ impl Session {
         &self.ctx
     }
 
-    /// True inside BEGIN ... COMMIT (including a failed block).
+    /// True inside BEGIN ... COMMIT (including a failed block), and while the statements of
+    /// a multi-statement query run.
     pub fn in_transaction_block(&self) -> bool {
         self.block != Block::Idle
     }
@@ -210,9 +216,14 @@ impl Session {
     /// protocol does: the results of the statements before a failing one are
     /// returned together with the error, and the rest are not run.
     ///
+    /// Outside a transaction block, several statements run as one transaction
+    /// (see [`Block::Implicit`]): a failing statement takes back the ones
+    /// before it.
+    ///
     /// Every result but the last is fully computed before the next statement
     /// starts, so a later statement sees the effects of an earlier one; the
-    /// last result streams.
+    /// last result streams, unless an implicit block with writes commits
+    /// after it (its rows must be read as the transaction sees them).
     pub async fn execute_script(
         &mut self,
         sql: &str,
@@ -224,16 +235,53 @@ impl Session {
         let count = statements.len();
         let mut results = Vec::with_capacity(count);
         for (index, parsed) in statements.into_iter().enumerate() {
-            match self.execute_parsed(&parsed, point_shape, None).await {
-                Ok(result) if index + 1 < count => match materialize(result).await {
-                    Ok(result) => results.push(result),
-                    Err(error) => return (results, Some(self.fail(error))),
-                },
+            if count > 1 && self.block == Block::Idle {
+                self.block = Block::Implicit;
+            }
+            let outcome = self.execute_parsed(&parsed, point_shape, None).await;
+            let computed_now = index + 1 < count || self.implicit_block_with_writes().await;
+            let outcome = match outcome {
+                Ok(result) if computed_now => {
+                    materialize(result).await.map_err(|error| self.fail(error))
+                }
+                outcome => outcome,
+            };
+            match outcome {
                 Ok(result) => results.push(result),
-                Err(error) => return (results, Some(error)),
+                Err(error) => {
+                    self.end_implicit_block(false).await.ok();
+                    return (results, Some(error));
+                }
             }
         }
-        (results, None)
+        match self.end_implicit_block(true).await {
+            Ok(()) => (results, None),
+            Err(error) => (results, Some(error)),
+        }
+    }
+
+    async fn implicit_block_with_writes(&self) -> bool {
+        self.block == Block::Implicit
+            && (self.txn.lock().await.as_ref()).is_some_and(|txn| txn.has_writes())
+    }
+
+    /// Ends an implicit block at the end of its query: commits it, or rolls it back when
+    /// `succeeded` is false. A COPY FROM STDIN still in progress ends it instead, when its
+    /// data is in (see [`Session::end_copy`]).
+    async fn end_implicit_block(&mut self, succeeded: bool) -> Result<()> {
+        if self.block != Block::Implicit || self.copy_in.is_some() {
+            return Ok(());
+        }
+        self.block = Block::Idle;
+        self.block_isolation = None;
+        match (succeeded, self.txn.take().await) {
+            (true, Some(txn)) => txn.commit(self.settings.durability()).await,
+            (false, Some(txn)) => {
+                txn.rollback();
+                Ok(())
+            }
+            (_, None) => Ok(()),
+        }
     }
 
     /// Splits `sql` into statements; for a lone point statement also says so (`Some(true)`),
@@ -543,10 +591,11 @@ impl Session {
     async fn execute_utility(&mut self, utility: &Utility) -> Result<StatementResult> {
         let tag = match utility {
             Utility::Begin { isolation } => {
-                // PostgreSQL warns and carries on when already in a block.
-                if self.block == Block::Idle {
+                // PostgreSQL warns and carries on when already in a block, and makes an
+                // implicit block explicit (its statements so far stay in the transaction).
+                if matches!(self.block, Block::Idle | Block::Implicit) {
                     self.block = Block::InBlock;
-                    self.block_isolation = *isolation;
+                    self.block_isolation = isolation.or(self.block_isolation);
                 }
                 CommandTag::new("BEGIN").with_transaction(TransactionEffect::Started)
             }
@@ -767,8 +816,13 @@ impl Session {
         self.fail(error)
     }
 
-    /// Commits or rolls back an autocommit COPY.
+    /// Commits or rolls back an autocommit COPY, or the implicit block it ends.
     async fn end_copy(&mut self, written: Result<u64>) -> Result<u64> {
+        if self.block == Block::Implicit {
+            let succeeded = written.is_ok();
+            self.end_implicit_block(succeeded).await?;
+            return written;
+        }
         if self.block != Block::Idle {
             return written;
         }
@@ -787,7 +841,7 @@ impl Session {
 
     /// SAVEPOINT and friends exist only inside BEGIN ... COMMIT (25P01).
     fn require_block(&self, what: &str) -> Result<()> {
-        if self.block == Block::Idle {
+        if matches!(self.block, Block::Idle | Block::Implicit) {
             return Err(ZyronError::new(
                 SqlState::NO_ACTIVE_SQL_TRANSACTION,
                 format!("{what} can only be used in transaction blocks"),

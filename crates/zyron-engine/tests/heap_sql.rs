@@ -161,6 +161,95 @@ fn rollback_and_savepoints_undo_exactly_their_part() {
     });
 }
 
+async fn contents(s: &mut Session) -> Vec<String> {
+    query(s, "SELECT n FROM t ORDER BY n").await
+}
+
+/// A query of several statements is one transaction, as in PostgreSQL: a failing statement
+/// takes back those before it; COMMIT and ROLLBACK end it early, BEGIN makes it explicit.
+#[test]
+fn a_multi_statement_query_is_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE t (n INT PRIMARY KEY)").await;
+
+        let err = error(&mut s, "INSERT INTO t VALUES (1); INSERT INTO t VALUES (1)").await;
+        assert_eq!(err.sqlstate(), SqlState::UNIQUE_VIOLATION);
+        assert!(
+            contents(&mut s).await.is_empty(),
+            "the first insert went back"
+        );
+        assert!(!s.in_transaction_block());
+
+        let err = error(
+            &mut s,
+            "INSERT INTO t VALUES (2); SELECT 1 / 0; INSERT INTO t VALUES (3)",
+        )
+        .await;
+        assert_eq!(err.sqlstate(), SqlState::DIVISION_BY_ZERO);
+        assert!(contents(&mut s).await.is_empty());
+
+        // The last statement reads the block's own writes; the block commits after it.
+        assert_eq!(
+            query(
+                &mut s,
+                "INSERT INTO t VALUES (4), (5); SELECT count(*) FROM t"
+            )
+            .await,
+            vec!["2"]
+        );
+        let err = error(
+            &mut s,
+            "INSERT INTO t VALUES (6); SELECT n / (n - 4) FROM t",
+        )
+        .await;
+        assert_eq!(err.sqlstate(), SqlState::DIVISION_BY_ZERO, "{err}");
+        assert_eq!(
+            contents(&mut s).await,
+            vec!["4", "5"],
+            "6 went back with the failing read"
+        );
+
+        let err = error(
+            &mut s,
+            "INSERT INTO t VALUES (7); COMMIT; INSERT INTO t VALUES (8); SELECT 1 / 0",
+        )
+        .await;
+        assert_eq!(err.sqlstate(), SqlState::DIVISION_BY_ZERO);
+        assert_eq!(
+            contents(&mut s).await,
+            vec!["4", "5", "7"],
+            "COMMIT kept 7, not 8"
+        );
+
+        run(
+            &mut s,
+            "INSERT INTO t VALUES (9); ROLLBACK; INSERT INTO t VALUES (10)",
+        )
+        .await;
+        assert_eq!(contents(&mut s).await, vec!["4", "5", "7", "10"]);
+
+        run(
+            &mut s,
+            "INSERT INTO t VALUES (11); BEGIN; INSERT INTO t VALUES (12)",
+        )
+        .await;
+        assert!(s.in_transaction_block(), "BEGIN made the block explicit");
+        run(&mut s, "ROLLBACK").await;
+        assert!(
+            !contents(&mut s).await.contains(&"11".to_string()),
+            "11 was in the block"
+        );
+
+        let err = error(&mut s, "INSERT INTO t VALUES (13); SAVEPOINT a").await;
+        assert_eq!(err.sqlstate(), SqlState::NO_ACTIVE_SQL_TRANSACTION);
+        assert!(!contents(&mut s).await.contains(&"13".to_string()));
+        assert!(!s.in_transaction_block());
+    });
+}
+
 #[test]
 fn sessions_are_isolated_and_conflicts_are_40001() {
     let dir = tempfile::tempdir().unwrap();

@@ -508,7 +508,7 @@ pub(crate) fn in_block_error() -> ZyronError {
         SqlState::ACTIVE_SQL_TRANSACTION,
         "lake tables are written outside transaction blocks: each statement commits on its own",
     )
-    .with_hint("Run the statement after COMMIT or ROLLBACK.")
+    .with_hint("Run it outside BEGIN ... COMMIT, as a query of its own.")
 }
 
 /// `batch` (every column nullable) as a batch of the table's `schema`:
