@@ -23,7 +23,7 @@ use zyron_wal::{Record, Wal, WalOptions};
 use crate::catalog::TableDef;
 use crate::checkpoint::{self, Control, Entry, ImageWriter};
 use crate::redo::{self, KIND_ABORT, KIND_COMMIT, KIND_ROLLBACK_TO, KIND_TXN_DATA, Op, Reader};
-use crate::table::{Change, GcStats, HeapTable, MemoryBudget, Step, WriteCtx};
+use crate::table::{Change, Charge, GcStats, HeapTable, MemoryBudget, Step, WriteCtx};
 
 /// A transaction's redo buffer is written to the WAL early past this size
 /// (or a quarter of the WAL's largest record, if that is smaller).
@@ -725,7 +725,7 @@ impl Transaction {
         // holds; it rises to the commit timestamp at publication. (`visible_ts`, not a new
         // snapshot: taking one would move this transaction's pin for garbage collection.)
         let built_ts = self.store.txns.visible_ts();
-        let new = Arc::new(table.with_def(def, built_ts)?);
+        let new = Arc::new(table.with_def(def, built_ts, Charge::Checked)?);
         self.log(&Op::Redefine {
             def: new.def().to_json(),
         })?;
@@ -1095,7 +1095,7 @@ impl Replay {
             Op::Redefine { def } => {
                 let def = TableDef::from_json(&def)?;
                 // Recovery: no snapshot from before the restart survives it.
-                let new = Arc::new(self.table(def.id)?.with_def(def, 0)?);
+                let new = Arc::new(self.table(def.id)?.with_def(def, 0, Charge::Forced)?);
                 self.tables.insert(new.id(), new);
             }
         }

@@ -76,14 +76,24 @@ impl MemoryBudget {
         self.used.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    fn take(&self, bytes: usize, charge: Charge) -> Result<()> {
+        match charge {
+            Charge::Checked => self.reserve(bytes),
+            Charge::Forced => {
+                self.force(bytes);
+                Ok(())
+            }
+        }
+    }
+
     fn release(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
 /// Whether a reservation may fail: recovery must load what was committed.
-#[derive(Clone, Copy)]
-enum Charge {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
     Checked,
     Forced,
 }
@@ -363,10 +373,7 @@ impl HeapTable {
     /// Counts a new index entry for `key` against the memory budget.
     fn charge_index_entry(&self, key: &[u8], charge: Charge) -> Result<()> {
         let bytes = btree::entry_bytes(key.len());
-        match charge {
-            Charge::Checked => self.memory.reserve(bytes)?,
-            Charge::Forced => self.memory.force(bytes),
-        }
+        self.memory.take(bytes, charge)?;
         self.index_bytes.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
     }
@@ -772,7 +779,9 @@ impl HeapTable {
     /// newest versions, so only snapshots taken at `built_ts` or later, and once
     /// the definition commits at its commit timestamp or later, may use it (see
     /// [`HeapTable::key_index_serves`]).
-    pub fn with_def(&self, def: TableDef, built_ts: u64) -> Result<HeapTable> {
+    /// The index's memory is reserved as `charge` says (forced when replay redoes a
+    /// redefinition that committed).
+    pub fn with_def(&self, def: TableDef, built_ts: u64, charge: Charge) -> Result<HeapTable> {
         let mut table = HeapTable::new(def, self.memory.clone())?;
         table.index_serves_from_ts = AtomicU64::new(built_ts);
         *table.pages.get_mut().unwrap_or_else(|p| p.into_inner()) = self.pages().clone();
@@ -788,7 +797,7 @@ impl HeapTable {
         if let Some(key) = &table.key {
             let index = self.build_index(key)?;
             let bytes: usize = index.iter().map(|(k, _)| btree::entry_bytes(k.len())).sum();
-            table.memory.reserve(bytes)?;
+            table.memory.take(bytes, charge)?;
             *table.index_bytes.get_mut() = bytes;
             *table.index.get_mut().unwrap_or_else(|p| p.into_inner()) = index;
         }
