@@ -228,6 +228,7 @@ impl Session {
         &mut self,
         sql: &str,
     ) -> (Vec<StatementResult>, Option<ZyronError>) {
+        self.discard_interrupted_query().await;
         let (statements, point_shape) = match self.parse_script(sql) {
             Ok(parsed) => parsed,
             Err(error) => return (Vec::new(), Some(self.fail(error))),
@@ -257,6 +258,25 @@ impl Session {
         match self.end_implicit_block(true).await {
             Ok(()) => (results, None),
             Err(error) => (results, Some(error)),
+        }
+    }
+
+    /// A query cut off midway (a panic the gateway caught, or a cancel that dropped its
+    /// future) can leave its autocommit or implicit transaction open. Outside an explicit
+    /// block and a COPY nothing is open when a query starts, so whatever is open is rolled
+    /// back: nothing the interrupted query wrote may commit with the next one.
+    async fn discard_interrupted_query(&mut self) {
+        if !matches!(self.block, Block::Idle | Block::Implicit) || self.copy_in.is_some() {
+            return;
+        }
+        self.block = Block::Idle;
+        self.block_isolation = None;
+        if let Some(txn) = self.txn.take().await {
+            tracing::warn!(
+                session = self.id,
+                "rolled back the transaction of an interrupted query"
+            );
+            txn.rollback();
         }
     }
 
@@ -338,6 +358,7 @@ impl Session {
         prepared: &PreparedStatement,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
+        self.discard_interrupted_query().await;
         let params = params
             .map(|p| coerce_params(p, prepared.parameter_types()))
             .transpose()?;
@@ -593,6 +614,13 @@ impl Session {
             Utility::Begin { isolation } => {
                 // PostgreSQL warns and carries on when already in a block, and makes an
                 // implicit block explicit (its statements so far stay in the transaction).
+                if self.block == Block::Implicit && isolation.is_some() && self.txn.is_open().await
+                {
+                    return Err(ZyronError::new(
+                        SqlState::ACTIVE_SQL_TRANSACTION,
+                        "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+                    ));
+                }
                 if matches!(self.block, Block::Idle | Block::Implicit) {
                     self.block = Block::InBlock;
                     self.block_isolation = isolation.or(self.block_isolation);

@@ -516,6 +516,7 @@ mod tests {
             "copy pgbench_accounts from stdin with (freeze on)",
             "COPY t (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)",
             "copy t from stdin",
+            "COPY t FROM STDIN;",
         ] {
             let parsed = parse(sql).unwrap();
             assert!(

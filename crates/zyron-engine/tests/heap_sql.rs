@@ -245,7 +245,35 @@ fn a_multi_statement_query_is_one_transaction() {
 
         let err = error(&mut s, "INSERT INTO t VALUES (13); SAVEPOINT a").await;
         assert_eq!(err.sqlstate(), SqlState::NO_ACTIVE_SQL_TRANSACTION);
+        let sql = "INSERT INTO t VALUES (13); BEGIN ISOLATION LEVEL REPEATABLE READ";
+        assert_eq!(
+            error(&mut s, sql).await.sqlstate(),
+            SqlState::ACTIVE_SQL_TRANSACTION
+        );
         assert!(!contents(&mut s).await.contains(&"13".to_string()));
+        assert!(!s.in_transaction_block());
+
+        // A query cancelled while it waits (its future dropped) leaves nothing to commit
+        // with the next one.
+        let mut holder = engine.new_session();
+        run(&mut holder, "BEGIN").await;
+        run(&mut holder, "DELETE FROM t WHERE n = 5").await;
+        {
+            let cancelled = s.execute_sql("INSERT INTO t VALUES (16); DELETE FROM t WHERE n = 5");
+            tokio::pin!(cancelled);
+            while engine.store().txns().waiting_count() == 0 {
+                tokio::select! {
+                    _ = &mut cancelled => panic!("the DELETE should wait for the holder"),
+                    _ = tokio::task::yield_now() => {}
+                }
+            }
+        }
+        run(&mut holder, "ROLLBACK").await;
+        assert_eq!(
+            contents(&mut s).await,
+            vec!["4", "5", "7", "10"],
+            "16 went back"
+        );
         assert!(!s.in_transaction_block());
     });
 }
