@@ -8,6 +8,7 @@ use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::{self, Expr, ObjectName, Set, Value};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
 use zyron_common::{Result, SqlState, ZyronError};
@@ -150,7 +151,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
         .build()
         .and_then(|mut parser| parser.parse_statements());
     let compat = compatibility_parser();
-    match df_result {
+    let parsed: Vec<Parsed> = match df_result {
         Ok(statements) => statements
             .into_iter()
             .map(|statement| match statement {
@@ -167,7 +168,49 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
                 .collect(),
             Err(_) => Err(to_zyron_error(df_error.into())),
         },
+    }?;
+    refuse_text_after_copy_from_stdin(sql, &parsed)?;
+    Ok(parsed)
+}
+
+/// The SQL parser takes whatever follows `COPY ... FROM STDIN;` for inline
+/// rows (psql's dump format) and Zyron reads COPY rows only as COPY data, so
+/// statements after it in the same query would silently never run.
+/// PostgreSQL runs them once the copy is done; Zyron refuses the whole query
+/// before any of it runs. Statements are counted by their top-level
+/// semicolons, so a block with semicolons inside (`IF ... THEN a; END IF`,
+/// which Zyron does not run anyway) before the COPY makes it refused too.
+fn refuse_text_after_copy_from_stdin(sql: &str, parsed: &[Parsed]) -> Result<()> {
+    let Some(copy_index) = parsed
+        .iter()
+        .position(|p| matches!(p, Parsed::Utility(Utility::CopyFromStdin { .. })))
+    else {
+        return Ok(());
+    };
+    // The text parsed, so it tokenizes.
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize()
+        .map_err(|e| ZyronError::new(SqlState::SYNTAX_ERROR, e.to_string()))?;
+    let (mut statement, mut inside_statement) = (0, false);
+    for token in tokens {
+        match token {
+            Token::Whitespace(_) => {}
+            // Runs of semicolons separate no empty statements, as in the parser.
+            Token::SemiColon if inside_statement => {
+                statement += 1;
+                inside_statement = false;
+            }
+            Token::SemiColon => {}
+            _ if statement > copy_index => {
+                return Err(ZyronError::not_supported(
+                    "COPY ... FROM STDIN must be the last statement of a query: its rows come as \
+                     COPY data, not inline, and statements after it must be sent as a separate query",
+                ));
+            }
+            _ => inside_statement = true,
+        }
     }
+    Ok(())
 }
 
 /// Building the compatibility parser tokenizes its whole rewrite table, so it
@@ -517,12 +560,25 @@ mod tests {
             "COPY t (a, b) FROM STDIN WITH (FORMAT csv, HEADER true)",
             "copy t from stdin",
             "COPY t FROM STDIN;",
+            "BEGIN;; COPY t FROM STDIN; -- the rows follow\n",
         ] {
             let parsed = parse(sql).unwrap();
             assert!(
-                matches!(&parsed[0], Parsed::Utility(Utility::CopyFromStdin { .. })),
+                matches!(
+                    parsed.last(),
+                    Some(Parsed::Utility(Utility::CopyFromStdin { .. }))
+                ),
                 "{sql}: {parsed:?}"
             );
+        }
+        for sql in [
+            "COPY t FROM STDIN; SELECT 1",
+            "BEGIN; COPY t FROM STDIN; COMMIT",
+            "COPY t FROM STDIN;\n1\tone\n\\.\n",
+        ] {
+            let err = parse(sql).unwrap_err();
+            assert_eq!(err.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+            assert!(err.to_string().contains("last statement"), "{sql}: {err}");
         }
         assert!(matches!(
             &parse("VACUUM ANALYZE pgbench_branches").unwrap()[0],
