@@ -76,8 +76,12 @@ impl ZyronProcess {
                 std::thread::sleep(Duration::from_millis(50));
                 return Err(format!("server exited ({status}): {}", self.log()));
             }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", self.port)) {
+                // With nothing listening yet, the kernel can pick the target port itself as the
+                // source port and connect the socket to itself (TCP simultaneous open).
+                if stream.local_addr().map(|a| a.port()).ok() != Some(self.port) {
+                    return Ok(());
+                }
             }
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -105,7 +109,13 @@ impl ZyronProcess {
     pub async fn connect(&self) -> Client {
         let (client, connection) = tokio_postgres::connect(&self.connection_string(), NoTls)
             .await
-            .unwrap();
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connecting to the server on port {}: {e:?}\nits log:\n{}",
+                    self.port,
+                    self.log()
+                )
+            });
         tokio::spawn(connection);
         client
     }
