@@ -60,7 +60,7 @@ fn key_allocation_bytes(len: usize) -> usize {
 /// What an entry costs beyond its key's allocation: a 16-byte prefix, a 16-byte key pointer
 /// and an 8-byte value, in node arrays between half and wholly used (a split gives back the
 /// room its left node no longer uses), plus the internal nodes. Measured with
-/// [`BPlusTree::allocated_bytes`] for BIGINT keys: 62 bytes when keys arrive in random order,
+/// [`BPlusTree::allocated_bytes`] for BIGINT keys: 63 bytes when keys arrive in random order,
 /// 46 in interleaved ascending runs, 43 in ascending order (rightmost splits leave full
 /// nodes). The charge covers the dearest, so the budget does not count an index short.
 pub const ENTRY_OVERHEAD_BYTES: usize = 64;
@@ -70,17 +70,32 @@ pub fn entry_bytes(key_len: usize) -> usize {
     key_allocation_bytes(key_len) + ENTRY_OVERHEAD_BYTES
 }
 
-/// Inserts into one of a node's arrays, growing it by doubling but never past what a node
-/// holds just before it splits (`MAX_KEYS + 1` keys, one more child): a node's arrays
-/// would otherwise double to twice that, and a node a rightmost split shrank would double
-/// on its next insert.
+/// The most a node's array ever holds: `MAX_KEYS + 1` keys just before the node splits,
+/// and one more child than keys in an internal node.
+const NODE_ARRAY_CAPACITY: usize = MAX_KEYS + 2;
+
+/// Inserts into one of a node's arrays, growing it by doubling but never past
+/// [`NODE_ARRAY_CAPACITY`]: a node's arrays would otherwise double to twice that, and a
+/// node a split shrank would double on its next insert.
 fn insert_in_node<T>(array: &mut Vec<T>, i: usize, item: T) {
-    const MOST: usize = MAX_KEYS + 2;
     if array.len() == array.capacity() {
-        let target = (array.capacity() * 2).clamp(4, MOST).max(array.len() + 1);
+        let target = (array.capacity() * 2)
+            .clamp(4, NODE_ARRAY_CAPACITY)
+            .max(array.len() + 1);
         array.reserve_exact(target - array.len());
     }
     array.insert(i, item);
+}
+
+/// Splits a node's array at `at` for a split: the left part gives back the room it no
+/// longer uses (keys that arrive in ascending runs never land there again), and the right
+/// part, where such runs go on, starts with room for a full node so that it is not
+/// reallocated as it fills.
+fn split_node_array<T>(array: &mut Vec<T>, at: usize) -> Vec<T> {
+    let mut right = Vec::with_capacity(NODE_ARRAY_CAPACITY);
+    right.extend(array.drain(at..));
+    array.shrink_to_fit();
+    right
 }
 
 /// A key being looked up, with its [`prefix`] worked out once for the whole descent.
@@ -195,15 +210,11 @@ impl Keys {
                 .sum::<usize>()
     }
 
-    fn shrink_to_fit(&mut self) {
-        self.prefixes.shrink_to_fit();
-        self.whole.shrink_to_fit();
-    }
-
+    /// See [`split_node_array`].
     fn split_off(&mut self, at: usize) -> Keys {
         Keys {
-            prefixes: self.prefixes.split_off(at),
-            whole: self.whole.split_off(at),
+            prefixes: split_node_array(&mut self.prefixes, at),
+            whole: split_node_array(&mut self.whole, at),
         }
     }
 }
@@ -375,11 +386,7 @@ impl BPlusTree {
             Node::Leaf { keys, values, next } if keys.len() > MAX_KEYS => {
                 let half = keep(keys.len());
                 let right_keys = keys.split_off(half);
-                let right_values = values.split_off(half);
-                // The left node keeps the capacity of the full one unless it gives it back, and
-                // after a rightmost split (or in any run of ascending keys) nothing more lands there.
-                keys.shrink_to_fit();
-                values.shrink_to_fit();
+                let right_values = split_node_array(values, half);
                 let separator = right_keys.get(0).into();
                 let right = Node::Leaf {
                     keys: right_keys,
@@ -392,9 +399,7 @@ impl BPlusTree {
                 let half = keep(keys.len());
                 let mut right_keys = keys.split_off(half);
                 let separator = right_keys.remove(0);
-                let right_children = children.split_off(half + 1);
-                keys.shrink_to_fit();
-                children.shrink_to_fit();
+                let right_children = split_node_array(children, half + 1);
                 (
                     separator,
                     Node::Internal {
