@@ -27,8 +27,10 @@
 //! assert_eq!(range, vec![10, 11, 12]);
 //! ```
 
-/// Keys per node before it splits.
-pub const MAX_KEYS: usize = 64;
+/// Keys per node before it splits: two fewer than a power of two, so that a node's arrays
+/// at their largest ([`NODE_ARRAY_CAPACITY`]) fill an allocator size class exactly. With 64,
+/// a 1,056-byte array would take a 1,280-byte block from mimalloc, the server's allocator.
+pub const MAX_KEYS: usize = 62;
 
 /// Keys a node keeps when a key past the tree's last key splits it. Ascending inserts (a
 /// serial key, a bulk load in key order) only ever fill the rightmost node, so a half split
@@ -58,12 +60,14 @@ fn key_allocation_bytes(len: usize) -> usize {
 }
 
 /// What an entry costs beyond its key's allocation: a 16-byte prefix, a 16-byte key pointer
-/// and an 8-byte value, in node arrays between half and wholly used (a split gives back the
-/// room its left node no longer uses), plus the internal nodes. Measured with
-/// [`BPlusTree::allocated_bytes`] for BIGINT keys: 63 bytes when keys arrive in random order,
-/// 46 in interleaved ascending runs, 43 in ascending order (rightmost splits leave full
-/// nodes). The charge covers the dearest, so the budget does not count an index short.
-pub const ENTRY_OVERHEAD_BYTES: usize = 64;
+/// and an 8-byte value, in node arrays between half and wholly used (a split leaves the half
+/// no new key went into holding only what it uses, see [`Room`]), plus the internal nodes.
+/// Measured with [`BPlusTree::allocated_bytes`] for BIGINT keys: 64 bytes when keys arrive
+/// in random order, 46 in interleaved ascending or descending runs, 45 in descending order,
+/// 43 in ascending order (rightmost splits leave full nodes). The charge covers the dearest
+/// with 8 bytes to spare for what the allocator adds, so the budget does not count an index
+/// short.
+pub const ENTRY_OVERHEAD_BYTES: usize = 72;
 
 /// What the entry for a `key_len`-byte key costs in memory, as the heap's budget counts it.
 pub fn entry_bytes(key_len: usize) -> usize {
@@ -87,15 +91,40 @@ fn insert_in_node<T>(array: &mut Vec<T>, i: usize, item: T) {
     array.insert(i, item);
 }
 
-/// Splits a node's array at `at` for a split: the left part gives back the room it no
-/// longer uses (keys that arrive in ascending runs never land there again), and the right
-/// part, where such runs go on, starts with room for a full node so that it is not
-/// reallocated as it fills.
-fn split_node_array<T>(array: &mut Vec<T>, at: usize) -> Vec<T> {
-    let mut right = Vec::with_capacity(NODE_ARRAY_CAPACITY);
-    right.extend(array.drain(at..));
-    array.shrink_to_fit();
-    right
+/// Which half of a splitting node keeps room for a full node: the one the key that filled
+/// it went into. Keys arriving in runs (ascending or descending) go on landing there and
+/// never again in the other half, which is therefore left holding only what it uses; in
+/// random order either half may grow, and only one of them reallocates when it does.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Room {
+    Left,
+    Right,
+}
+
+impl Room {
+    /// The half that position `inserted_at` of the full node falls in, when the right half
+    /// starts at `at`.
+    fn for_insert(inserted_at: usize, at: usize) -> Room {
+        if inserted_at >= at {
+            Room::Right
+        } else {
+            Room::Left
+        }
+    }
+}
+
+/// Splits a node's array at `at`, giving `room` the capacity of a full node and the other
+/// half exactly what it holds (see [`Room`]).
+fn split_node_array<T>(array: &mut Vec<T>, at: usize, room: Room) -> Vec<T> {
+    match room {
+        Room::Left => array.split_off(at),
+        Room::Right => {
+            let mut right = Vec::with_capacity(NODE_ARRAY_CAPACITY);
+            right.extend(array.drain(at..));
+            array.shrink_to_fit();
+            right
+        }
+    }
 }
 
 /// A key being looked up, with its [`prefix`] worked out once for the whole descent.
@@ -211,10 +240,10 @@ impl Keys {
     }
 
     /// See [`split_node_array`].
-    fn split_off(&mut self, at: usize) -> Keys {
+    fn split_off(&mut self, at: usize, room: Room) -> Keys {
         Keys {
-            prefixes: split_node_array(&mut self.prefixes, at),
-            whole: split_node_array(&mut self.whole, at),
+            prefixes: split_node_array(&mut self.prefixes, at, room),
+            whole: split_node_array(&mut self.whole, at, room),
         }
     }
 }
@@ -344,16 +373,16 @@ impl BPlusTree {
     fn insert_into(&mut self, node: usize, probe: Probe, value: u64) -> Result<Option<Split>, u64> {
         let child = match &mut self.nodes[node] {
             Node::Leaf { keys, values, next } => {
-                let rightmost = match keys.search(probe) {
+                let (inserted_at, rightmost) = match keys.search(probe) {
                     Ok(i) => return Err(values[i]),
                     Err(i) => {
                         let past_the_last_key = i == keys.len() && next.is_none();
                         keys.insert(i, probe.bytes.into());
                         insert_in_node(values, i, value);
-                        past_the_last_key
+                        (i, past_the_last_key)
                     }
                 };
-                return Ok(self.split_if_full(node, rightmost));
+                return Ok(self.split_if_full(node, inserted_at, rightmost));
             }
             Node::Internal { keys, children } => {
                 let i = keys.count_at_most(probe);
@@ -370,10 +399,12 @@ impl BPlusTree {
         keys.insert(slot, split.separator);
         insert_in_node(children, slot + 1, split.right);
         // A split at the right edge below puts the new separator past this node's last key.
-        Ok(self.split_if_full(node, split.rightmost))
+        Ok(self.split_if_full(node, slot, split.rightmost))
     }
 
-    fn split_if_full(&mut self, node: usize, rightmost: bool) -> Option<Split> {
+    /// Splits `node` if it holds more than [`MAX_KEYS`] keys; `inserted_at` is where the key
+    /// (or, in an internal node, the separator) that filled it went.
+    fn split_if_full(&mut self, node: usize, inserted_at: usize, rightmost: bool) -> Option<Split> {
         let new_index = self.nodes.len();
         let keep = |len: usize| {
             if rightmost {
@@ -385,8 +416,9 @@ impl BPlusTree {
         let (separator, right) = match &mut self.nodes[node] {
             Node::Leaf { keys, values, next } if keys.len() > MAX_KEYS => {
                 let half = keep(keys.len());
-                let right_keys = keys.split_off(half);
-                let right_values = split_node_array(values, half);
+                let room = Room::for_insert(inserted_at, half);
+                let right_keys = keys.split_off(half, room);
+                let right_values = split_node_array(values, half, room);
                 let separator = right_keys.get(0).into();
                 let right = Node::Leaf {
                     keys: right_keys,
@@ -397,9 +429,12 @@ impl BPlusTree {
             }
             Node::Internal { keys, children } if keys.len() > MAX_KEYS => {
                 let half = keep(keys.len());
-                let mut right_keys = keys.split_off(half);
+                // The separator at `half` moves up; a new one there brought its child into
+                // the right half.
+                let room = Room::for_insert(inserted_at, half);
+                let mut right_keys = keys.split_off(half, room);
                 let separator = right_keys.remove(0);
-                let right_children = split_node_array(children, half + 1);
+                let right_children = split_node_array(children, half + 1, room);
                 (
                     separator,
                     Node::Internal {
@@ -528,6 +563,27 @@ impl<'a> Iterator for Range<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl BPlusTree {
+        /// Keys per leaf in key order, and keys per internal node.
+        fn node_sizes(&self) -> (Vec<usize>, Vec<usize>) {
+            let mut node = self.root;
+            while let Node::Internal { children, .. } = &self.nodes[node] {
+                node = children[0];
+            }
+            let mut leaves = vec![];
+            let mut leaf = Some(node);
+            while let Some(Node::Leaf { keys, next, .. }) = leaf.map(|n| &self.nodes[n]) {
+                leaves.push(keys.len());
+                leaf = *next;
+            }
+            let internal = self.nodes.iter().filter_map(|node| match node {
+                Node::Internal { keys, .. } => Some(keys.len()),
+                Node::Leaf { .. } => None,
+            });
+            (leaves, internal.collect())
+        }
+    }
     use std::collections::BTreeMap;
 
     /// A deterministic pseudo-random sequence (xorshift), so failures replay.
@@ -640,22 +696,8 @@ mod tests {
         for i in 0..n {
             tree.insert(&i.to_be_bytes(), i).unwrap();
         }
-        // Keys arriving later between the existing ones still split nodes in half.
-        for i in (0..n).step_by(97) {
-            tree.insert(&[&i.to_be_bytes()[..], &[0]].concat(), i)
-                .unwrap();
-        }
         tree.check();
-        assert_eq!(tree.len(), tree.iter().count());
-        assert!(tree.iter().map(|(k, _)| k).is_sorted());
-        let leaves: Vec<usize> = tree
-            .nodes
-            .iter()
-            .filter_map(|node| match node {
-                Node::Leaf { keys, .. } => Some(keys.len()),
-                Node::Internal { .. } => None,
-            })
-            .collect();
+        let (leaves, internal) = tree.node_sizes();
         let full = leaves
             .iter()
             .filter(|&&len| len >= RIGHTMOST_SPLIT_KEEPS)
@@ -665,6 +707,35 @@ mod tests {
             "{full} of {} leaves are at least 90% full",
             leaves.len()
         );
+        // Internal nodes split at the right edge too: half splits there would leave about
+        // one internal node per 30 leaves.
+        assert!(
+            internal.len() * 45 < leaves.len(),
+            "{} internal nodes over {} leaves",
+            internal.len(),
+            leaves.len()
+        );
+
+        // Keys arriving later between the existing ones split nodes in half: no leaf but the
+        // last ends up with fewer than half a node's keys.
+        let groups = (0..n).step_by(997);
+        for i in groups.clone() {
+            for suffix in 0..10u8 {
+                let key = [&i.to_be_bytes()[..], &[suffix]].concat();
+                tree.insert(&key, i).unwrap();
+            }
+        }
+        tree.check();
+        assert_eq!(tree.len(), tree.iter().count());
+        assert!(tree.iter().map(|(k, _)| k).is_sorted());
+        let (leaves, _) = tree.node_sizes();
+        let partial = leaves
+            .iter()
+            .filter(|&&len| len < RIGHTMOST_SPLIT_KEEPS)
+            .count();
+        assert!(partial >= groups.count(), "only {partial} leaves split");
+        let smallest = leaves[..leaves.len() - 1].iter().min().unwrap();
+        assert!(*smallest >= MAX_KEYS / 2, "a leaf holds {smallest} keys");
     }
 
     /// The orders keys arrive in, as the memory charge must cover them.
@@ -675,6 +746,10 @@ mod tests {
         /// Sixteen ascending runs interleaved, as with a `(tenant, serial)` key: every run but
         /// the last grows inside the tree, where splits are half splits.
         InterleavedRuns,
+        /// Descending keys: every split is at the left edge, where they go on arriving.
+        Descending,
+        /// Sixteen descending runs interleaved.
+        InterleavedDescendingRuns,
     }
 
     /// Bytes the tree allocates per byte [`entry_bytes`] charges, for 100,000 BIGINT keys.
@@ -687,6 +762,8 @@ mod tests {
                 Arrival::Random => xorshift(&mut seed),
                 Arrival::Ascending => i,
                 Arrival::InterleavedRuns => (i % 16) << 32 | i / 16,
+                Arrival::Descending => u64::MAX - i,
+                Arrival::InterleavedDescendingRuns => (i % 16) << 32 | (u32::MAX as u64 - i / 16),
             };
             // A BIGINT key as KeyCodec encodes it: a marker byte and eight value bytes.
             let key = [&[1u8][..], &value.to_be_bytes()].concat();
@@ -698,8 +775,9 @@ mod tests {
     }
 
     /// The charge covers what the tree allocates whatever order keys come in (within 5%,
-    /// the slack of the nodes array's own doubling), and ascending keys, whose nodes rightmost
-    /// splits leave full (see [`RIGHTMOST_SPLIT_KEEPS`]), cost well under it.
+    /// the slack of the nodes array's own doubling), and keys arriving in runs, which leave
+    /// nodes behind them holding only what they use (see [`Room`] and
+    /// [`RIGHTMOST_SPLIT_KEEPS`]), cost well under it.
     #[test]
     fn entry_bytes_estimates_what_the_tree_allocates() {
         let ratio = |arrival| (arrival, allocated_per_charged_byte(arrival));
@@ -707,6 +785,8 @@ mod tests {
             ratio(Arrival::Random),
             ratio(Arrival::Ascending),
             ratio(Arrival::InterleavedRuns),
+            ratio(Arrival::Descending),
+            ratio(Arrival::InterleavedDescendingRuns),
         ];
         for (arrival, ratio) in ratios {
             assert!(
@@ -714,6 +794,9 @@ mod tests {
                 "{arrival:?}: the tree allocates {ratio:.2}x the charge"
             );
         }
-        assert!(ratios[1].1 < 0.85, "ascending keys: {:.2}x", ratios[1].1);
+        // Keys in runs leave behind them nodes that hold only what they use.
+        for (arrival, ratio) in &ratios[1..] {
+            assert!(*ratio < 0.85, "{arrival:?}: {ratio:.2}x");
+        }
     }
 }
