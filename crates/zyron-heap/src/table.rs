@@ -157,9 +157,11 @@ pub struct HeapTable {
     /// may see a version with another key. 0 for an index kept since the table was created;
     /// raised to the ALTER's commit timestamp when the new definition is published.
     index_serves_from_ts: AtomicU64,
-    /// What the index's entries count against `memory` (see [`btree::entry_bytes`]); given
-    /// back when the table goes, as the index goes with it (rows are given back explicitly,
-    /// by [`HeapTable::release_all`], because redefinitions share them).
+    /// What the index counts against `memory`: what the tree allocates
+    /// ([`BPlusTree::allocated_bytes`]), brought up to date after every change under the
+    /// index's write lock. Given back when the table goes, as the index goes with it (rows
+    /// are given back explicitly, by [`HeapTable::release_all`], because redefinitions
+    /// share them).
     index_bytes: AtomicUsize,
     memory: Arc<MemoryBudget>,
 }
@@ -349,9 +351,14 @@ impl HeapTable {
         let slot = match index.get(key) {
             Some(slot) => slot,
             None => {
-                self.charge_index_entry(key, Charge::Checked)?;
+                // The budget must have room for the entry as `entry_bytes` estimates it; what
+                // is counted after is what the tree's allocation changed by.
+                let estimate = btree::entry_bytes(key.len());
+                self.memory.reserve(estimate)?;
                 let slot = self.allocate_slot();
                 index.insert(key, slot).expect("the key was just looked up");
+                self.memory.release(estimate);
+                self.count_index_bytes(&index);
                 slot
             }
         };
@@ -370,12 +377,21 @@ impl HeapTable {
         })
     }
 
-    /// Counts a new index entry for `key` against the memory budget.
-    fn charge_index_entry(&self, key: &[u8], charge: Charge) -> Result<()> {
-        let bytes = btree::entry_bytes(key.len());
-        self.memory.take(bytes, charge)?;
-        self.index_bytes.fetch_add(bytes, Ordering::Relaxed);
-        Ok(())
+    /// Brings what the index counts against the memory budget up to what it allocates now;
+    /// called with the index's write lock held, after each change.
+    fn count_index_bytes(&self, index: &BPlusTree) {
+        let now = index.allocated_bytes();
+        let before = self.index_bytes.swap(now, Ordering::Relaxed);
+        if now >= before {
+            self.memory.force(now - before);
+        } else {
+            self.memory.release(before - now);
+        }
+    }
+
+    /// Bytes the primary-key index allocates, as the memory budget counts them.
+    pub fn index_allocated_bytes(&self) -> usize {
+        self.index_read().allocated_bytes()
     }
 
     /// Removes `key` from the index if it still leads to `slot` (an insert may have reused
@@ -383,9 +399,7 @@ impl HeapTable {
     fn remove_key_of(&self, index: &mut BPlusTree, key: &[u8], slot: u64) {
         if index.get(key) == Some(slot) {
             index.remove(key);
-            let bytes = btree::entry_bytes(key.len());
-            self.index_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            self.memory.release(bytes);
+            self.count_index_bytes(index);
         }
     }
 
@@ -702,9 +716,8 @@ impl HeapTable {
         if let Some(key) = key {
             let mut index = self.index_write();
             if index.replace(key, slot).is_none() {
-                self.charge_index_entry(key, Charge::Forced)
-                    .expect("a forced charge cannot fail");
                 index.insert(key, slot).expect("absent key");
+                self.count_index_bytes(&index);
             }
         }
         self.with_chain(slot, |page, i| page.push_front(i, ts, OPEN, &row));
@@ -796,7 +809,7 @@ impl HeapTable {
             .clone();
         if let Some(key) = &table.key {
             let index = self.build_index(key)?;
-            let bytes: usize = index.iter().map(|(k, _)| btree::entry_bytes(k.len())).sum();
+            let bytes = index.allocated_bytes();
             table.memory.take(bytes, charge)?;
             *table.index_bytes.get_mut() = bytes;
             *table.index.get_mut().unwrap_or_else(|p| p.into_inner()) = index;
