@@ -121,6 +121,13 @@ impl Engine {
         // Clients expect `varchar` columns to come back as text, which both
         // string representations do; Utf8View is the faster one to execute.
         config.options_mut().sql_parser.map_string_types_to_utf8view = true;
+        // A scan that yields few rows by its estimate (a heap scan of a few keys: see
+        // `HeapScanExec::partition_statistics`) stays in one partition: spreading a
+        // thousand rows over threads cost more in planning and hand-offs than it saved.
+        config
+            .options_mut()
+            .execution
+            .use_row_number_estimates_to_optimize_partitioning = true;
         // PostgreSQL sessions start in a time zone (UTC here, as `SHOW TimeZone`
         // says); without one DataFusion plans TIMESTAMPTZ as a plain timestamp.
         config.options_mut().execution.time_zone = Some("+00:00".to_owned());

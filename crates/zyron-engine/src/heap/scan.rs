@@ -8,6 +8,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
 use datafusion::common::{Result, ScalarValue, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::utils::split_conjunction;
@@ -19,7 +20,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use zyron_heap::Store;
-use zyron_heap::table::HeapTable;
+use zyron_heap::table::{HeapTable, PAGE_SLOTS};
 use zyron_txn::Snapshot;
 
 use super::to_df;
@@ -181,8 +182,22 @@ impl ExecutionPlan for HeapScanExec {
         )))
     }
 
-    fn partition_statistics(&self, _partition: Option<usize>) -> Result<Arc<Statistics>> {
-        Ok(Arc::new(Statistics::new_unknown(&self.schema)))
+    /// At most how many rows the scan yields (slots the index named, or the slots of the
+    /// pages scanned): an upper bound, as some may hold no version the snapshot sees. With
+    /// it the planner keeps a scan of a few keys in one partition instead of spreading
+    /// its rows over threads (see the engine's `use_row_number_estimates_...` setting).
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let rows = |work: &Work| match work {
+            Work::Slots(slots) => slots.len(),
+            Work::Pages(pages) => pages.len() * PAGE_SLOTS,
+        };
+        let at_most = match partition {
+            Some(p) => self.partitions.get(p).map_or(0, rows),
+            None => self.partitions.iter().map(rows).sum(),
+        };
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        statistics.num_rows = Precision::Inexact(at_most);
+        Ok(Arc::new(statistics))
     }
 }
 
