@@ -817,3 +817,38 @@ fn a_key_lookup_never_returns_a_version_with_another_key() {
         );
     });
 }
+
+/// A scan of a few keys stays in one partition with one aggregate step (its row estimate is
+/// under a batch), while a full scan is still spread over the configured partitions; both
+/// answer alike.
+#[test]
+fn a_few_keys_are_scanned_in_one_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineOptions {
+        data_dir: Some(dir.path().to_path_buf()),
+        target_partitions: 2,
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    let mut s = engine.new_session();
+    block_on(async {
+        run(&mut s, "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)").await;
+        run(
+            &mut s,
+            "INSERT INTO t SELECT value, value * 2 FROM generate_series(1, 20000)",
+        )
+        .await;
+        let explain = |sql: &str| format!("EXPLAIN {sql}");
+        let range = "SELECT count(*), sum(v) FROM t WHERE id BETWEEN 101 AND 200";
+        let plan = query(&mut s, &explain(range)).await.join("\n");
+        assert!(plan.contains("index lookup of 100 keys"), "{plan}");
+        assert!(plan.contains("mode=Single"), "{plan}");
+        assert!(!plan.contains("RepartitionExec"), "{plan}");
+        assert_eq!(query(&mut s, range).await, vec!["100|30100"]);
+
+        let full = "SELECT count(*), sum(v) FROM t";
+        let plan = query(&mut s, &explain(full)).await.join("\n");
+        assert!(plan.contains("mode=Partial"), "{plan}");
+        assert_eq!(query(&mut s, full).await, vec!["20000|400020000"]);
+    });
+}
