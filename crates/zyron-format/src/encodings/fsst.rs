@@ -316,7 +316,7 @@ fn decode_lz4(
     let span = vectors.start * VECTOR_LEN..vector_rows(vectors.end - 1).end;
     let plain = PlainEnds::of(p.ends_node, len, span)?;
     // The dictionary's codes, then (overwritten vector by vector) the codes of one vector.
-    let mut codes_buf = decompress_dictionary(p, c, len)?;
+    let mut codes_buf = RecentDictionary::take(p, c, len)?;
     let dictionary_len = codes_buf.len();
     let wanted_bytes = plain.bytes(&rows);
     if out.data.len() + wanted_bytes > i32::MAX as usize {
@@ -373,7 +373,64 @@ fn decode_lz4(
         out.offsets
             .extend(wanted.map(|row| (plain.end_of(row) as i64 + shift) as i32));
     }
+    codes_buf.truncate(dictionary_len);
+    RecentDictionary::keep(c.dictionary_block, codes_buf);
     Ok(())
+}
+
+/// The dictionary codes this thread decompressed lately, keyed by the exact compressed block
+/// each came from. A scan reads a block in several batches (a 65,536-row block is eight of
+/// DataFusion's 8,192-row batches), and each batch needs the block's dictionary: without
+/// this, every batch decompressed it again, an eighth of an `l_comment` scan. A scan decodes
+/// its columns batch by batch, so there is one entry per `fsst_lz4` column being scanned, up
+/// to [`RECENT_DICTIONARIES`] (the least recently used goes first). The key is the whole
+/// compressed block, compared byte for byte (tens of KiB, far cheaper than LZ4), so a hit
+/// returns exactly what decompressing would; the expected length is checked again too. The
+/// memory is bounded: each entry holds at most 64 KiB of codes and its compressed block.
+struct RecentDictionary {
+    compressed: Vec<u8>,
+    codes: Vec<u8>,
+}
+
+/// Dictionaries kept per thread: enough for a scan of that many `fsst_lz4` columns.
+const RECENT_DICTIONARIES: usize = 8;
+
+thread_local! {
+    /// Most recently used last.
+    static RECENT: std::cell::RefCell<Vec<RecentDictionary>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl RecentDictionary {
+    /// The dictionary's codes for `c`: taken from this thread's recent ones if one came from
+    /// the same block, else freshly decompressed.
+    fn take(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result<Vec<u8>> {
+        let expected: usize = c.codes_lens[..c.dictionary_vectors].iter().sum();
+        let hit = RECENT.with_borrow_mut(|recent| {
+            let at = recent
+                .iter()
+                .position(|d| d.codes.len() == expected && d.compressed == c.dictionary_block)?;
+            Some(recent.remove(at).codes)
+        });
+        match hit {
+            Some(codes) => Ok(codes),
+            None => decompress_dictionary(p, c, len),
+        }
+    }
+
+    /// Keeps `codes`, decompressed from `compressed`, as the most recently used.
+    fn keep(compressed: &[u8], codes: Vec<u8>) {
+        let kept = RecentDictionary {
+            compressed: compressed.to_vec(),
+            codes,
+        };
+        RECENT.with_borrow_mut(|recent| {
+            if recent.len() == RECENT_DICTIONARIES {
+                recent.remove(0);
+            }
+            recent.push(kept);
+        });
+    }
 }
 
 /// The codes of the dictionary vectors (the first ones of the stream).
@@ -641,6 +698,49 @@ mod tests {
         let want: Vec<bool> = expected[10..].iter().map(|v| *v == needle).collect();
         assert_eq!(hits, want);
         assert_eq!(hits.iter().filter(|h| **h).count(), 1);
+    }
+
+    /// Batches of several blocks decoded in turn, more blocks than the thread keeps
+    /// dictionaries for, each get their own block's rows; and a block whose dictionary differs
+    /// by one byte from one just decoded decodes as it would on a fresh thread.
+    #[test]
+    fn recent_dictionaries_serve_only_their_own_block() {
+        let len = 12 * VECTOR_LEN;
+        let variants: Vec<(Vec<u8>, Vec<Vec<u8>>)> = (0..RECENT_DICTIONARIES + 2)
+            .map(|k| {
+                let rows: Vec<Vec<u8>> = comments(len)
+                    .as_ref()
+                    .iter()
+                    .map(|r| [format!("v{k} ").as_bytes(), r].concat())
+                    .collect();
+                let values = BytesVec::from_iter(rows.iter().map(Vec::as_slice)).unwrap();
+                let body = <FsstLz4 as Encoding<Bytes>>::encode(values.as_ref(), Cascade::TOP);
+                (body.unwrap(), rows)
+            })
+            .collect();
+        for batch in (0..len).step_by(2 * VECTOR_LEN) {
+            let rows = batch..batch + 2 * VECTOR_LEN;
+            for (body, expected) in variants.iter().chain(&variants[..2]) {
+                let got = decode_packed(body, len, rows.clone()).unwrap();
+                assert_eq!(got, expected[rows.clone()], "rows {rows:?}");
+            }
+        }
+        let body = &variants[0].0;
+        let parsed = Parsed::parse(body, true, len).unwrap();
+        let Codes::Lz4(codes) = &parsed.codes else {
+            panic!("parsed as fsst_lz4")
+        };
+        let at = codes.dictionary_block.as_ptr() as usize - body.as_ptr() as usize + 20;
+        let mut damaged = body.clone();
+        damaged[at] ^= 0x01;
+        let tail = len - VECTOR_LEN..len;
+        decode_packed(body, len, tail.clone()).unwrap();
+        let here = decode_packed(&damaged, len, tail.clone()).map_err(|e| e.to_string());
+        let fresh = std::thread::spawn(move || {
+            decode_packed(&damaged, len, tail).map_err(|e| e.to_string())
+        });
+        assert_eq!(here, fresh.join().unwrap());
+        assert_ne!(here, Ok(variants[0].1[len - VECTOR_LEN..].to_vec()));
     }
 
     #[test]
