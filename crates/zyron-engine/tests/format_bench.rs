@@ -82,7 +82,8 @@ struct Table {
 
 impl Table {
     fn new(name: &'static str, batches: Vec<RecordBatch>) -> Table {
-        // Strings as Utf8 (what pyarrow reads and what every format here decodes to).
+        // Strings as Utf8 (what pyarrow reads, and what `.zyr` and Parquet decode to here;
+        // Vortex hands back string views, see docs/benchmarks.md).
         let batches: Vec<RecordBatch> = batches.iter().map(to_utf8).collect();
         let schema = batches[0].schema();
         let rows = batches.iter().map(|b| b.num_rows()).sum();
