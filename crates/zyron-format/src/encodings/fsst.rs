@@ -316,7 +316,8 @@ fn decode_lz4(
     let span = vectors.start * VECTOR_LEN..vector_rows(vectors.end - 1).end;
     let plain = PlainEnds::of(p.ends_node, len, span)?;
     // The dictionary's codes, then (overwritten vector by vector) the codes of one vector.
-    let mut codes_buf = RecentDictionary::take(p, c, len)?;
+    let mut dictionary = RecentDictionary::take(p, c, len)?;
+    let codes_buf = &mut dictionary.codes;
     let dictionary_len = codes_buf.len();
     let wanted_bytes = plain.bytes(&rows);
     if out.data.len() + wanted_bytes > i32::MAX as usize {
@@ -353,7 +354,7 @@ fn decode_lz4(
                 })?
         } else {
             let block = c.blocks[v - c.dictionary_vectors];
-            decompress_after(block, &mut codes_buf, dictionary_len, codes_len)?;
+            decompress_after(block, codes_buf, dictionary_len, codes_len)?;
             &codes_buf[dictionary_len..]
         };
         let base = out.data.len();
@@ -374,7 +375,7 @@ fn decode_lz4(
             .extend(wanted.map(|row| (plain.end_of(row) as i64 + shift) as i32));
     }
     codes_buf.truncate(dictionary_len);
-    RecentDictionary::keep(c.dictionary_block, codes_buf);
+    dictionary.keep();
     Ok(())
 }
 
@@ -402,33 +403,32 @@ thread_local! {
 }
 
 impl RecentDictionary {
-    /// The dictionary's codes for `c`: taken from this thread's recent ones if one came from
-    /// the same block, else freshly decompressed.
-    fn take(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result<Vec<u8>> {
+    /// The dictionary of `c`: taken from this thread's recent ones if one came from the same
+    /// block, else freshly decompressed.
+    fn take(p: &Parsed<'_>, c: &Lz4Codes<'_>, len: usize) -> Result<RecentDictionary> {
         let expected: usize = c.codes_lens[..c.dictionary_vectors].iter().sum();
         let hit = RECENT.with_borrow_mut(|recent| {
             let at = recent
                 .iter()
                 .position(|d| d.codes.len() == expected && d.compressed == c.dictionary_block)?;
-            Some(recent.remove(at).codes)
+            Some(recent.remove(at))
         });
         match hit {
-            Some(codes) => Ok(codes),
-            None => decompress_dictionary(p, c, len),
+            Some(dictionary) => Ok(dictionary),
+            None => Ok(RecentDictionary {
+                compressed: c.dictionary_block.to_vec(),
+                codes: decompress_dictionary(p, c, len)?,
+            }),
         }
     }
 
-    /// Keeps `codes`, decompressed from `compressed`, as the most recently used.
-    fn keep(compressed: &[u8], codes: Vec<u8>) {
-        let kept = RecentDictionary {
-            compressed: compressed.to_vec(),
-            codes,
-        };
+    /// Keeps this dictionary (its codes only, nothing after them) as the most recently used.
+    fn keep(self) {
         RECENT.with_borrow_mut(|recent| {
             if recent.len() == RECENT_DICTIONARIES {
                 recent.remove(0);
             }
-            recent.push(kept);
+            recent.push(self);
         });
     }
 }
