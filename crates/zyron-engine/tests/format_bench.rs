@@ -41,6 +41,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use serde_json::json;
 use zyron_bench::vortex::{Vortex, times_ms};
 use zyron_bench::{Metric, Samples, Scale, SuiteRun};
+use zyron_format::lanes::schema_with_string_views;
 use zyron_format::{
     CmpOp, ColumnPredicate, FilterMode, PredicateOp, Scalar, ScanOptions, WriterOptions, ZyrFile,
     ZyrWriter,
@@ -320,24 +321,60 @@ fn write_parquet(t: &Table, codec: Codec) -> Bytes {
 /// what either reader produces inside a query.
 const SCAN_BATCH_ROWS: usize = 8192;
 
+/// How a decode suite asks a reader for string columns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Strings {
+    /// Contiguous `Utf8`, as the tables hold them.
+    Utf8,
+    /// `Utf8View`: what DataFusion asks of Parquet by default and what Vortex always returns.
+    Views,
+}
+
 /// Every row of every column, decoded batch by batch.
-fn zyr_batches(bytes: &Bytes) -> impl Iterator<Item = RecordBatch> {
+fn zyr_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
     let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
     file.scan(ScanOptions {
         batch_rows: SCAN_BATCH_ROWS,
+        string_views: strings == Strings::Views,
         ..Default::default()
     })
     .unwrap()
     .map(|b| b.unwrap())
 }
 
-fn parquet_batches(bytes: &Bytes) -> impl Iterator<Item = RecordBatch> {
-    ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-        .unwrap()
+fn parquet_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    if strings == Strings::Views {
+        // The schema hint DataFusion's `schema_force_view_types` gives the reader.
+        let views = Arc::new(schema_with_string_views(builder.schema()));
+        let options = ArrowReaderOptions::new().with_schema(views);
+        builder =
+            ParquetRecordBatchReaderBuilder::try_new_with_options(bytes.clone(), options).unwrap();
+    }
+    builder
         .with_batch_size(SCAN_BATCH_ROWS)
         .build()
         .unwrap()
         .map(|b| b.unwrap())
+}
+
+/// The files `columnar` decodes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum File {
+    Zyr,
+    Zstd,
+    Snappy,
+}
+
+fn batches_of(
+    file: File,
+    strings: Strings,
+    bytes: &Bytes,
+) -> Box<dyn Iterator<Item = RecordBatch>> {
+    match file {
+        File::Zyr => Box::new(zyr_batches(bytes, strings)),
+        File::Zstd | File::Snappy => Box::new(parquet_batches(bytes, strings)),
+    }
 }
 
 /// Decodes a whole file as a query consumes it: each batch is dropped before the next is
@@ -354,6 +391,7 @@ fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (start.elapsed(), out)
 }
 
+/// `b` holds `a`'s values, read back as `a`'s types (so string views compare with `Utf8`).
 fn same_table(schema: &SchemaRef, a: &[RecordBatch], b: &[RecordBatch], what: &str) {
     let a = concat_batches(schema, a).unwrap();
     let b = concat_batches(&b[0].schema(), b).unwrap();
@@ -361,7 +399,7 @@ fn same_table(schema: &SchemaRef, a: &[RecordBatch], b: &[RecordBatch], what: &s
     for i in 0..a.num_columns() {
         assert_eq!(
             a.column(i).as_ref(),
-            b.column(i).as_ref(),
+            cast(b.column(i), a.column(i).data_type()).unwrap().as_ref(),
             "{what}: column {} differs",
             schema.field(i).name()
         );
@@ -421,11 +459,15 @@ fn columnar() {
             Samples::for_values(),
             Samples::for_values(),
         );
-        let (mut zyr_scan, mut zstd_scan, mut snappy_scan) = (
-            Samples::for_values(),
-            Samples::for_values(),
-            Samples::for_values(),
-        );
+        // Full-scan samples per (file, strings) reader; views against views, Utf8 against Utf8.
+        let mut scans = [
+            (File::Zyr, Strings::Utf8),
+            (File::Zstd, Strings::Utf8),
+            (File::Snappy, Strings::Utf8),
+            (File::Zyr, Strings::Views),
+            (File::Zstd, Strings::Views),
+        ]
+        .map(|reader| (reader, Samples::for_values()));
         let mut files = (Bytes::new(), Bytes::new(), Bytes::new());
         for round in 0..rounds(scale) {
             let (d, zyr) = time(|| write_zyr(t, WriterOptions::default()));
@@ -439,38 +481,30 @@ fn columnar() {
             let (d, snappy) = time(|| write_parquet(t, Codec::Snappy));
             snappy_write.record_value(t.mb() / d.as_secs_f64());
             let gb_per_s = |d: Duration| t.mb() / 1e3 / d.as_secs_f64();
+            let file_bytes = |file: File| match file {
+                File::Zyr => &zyr,
+                File::Zstd => &zstd,
+                File::Snappy => &snappy,
+            };
             if round == 0 {
-                let ours: Vec<_> = zyr_batches(&zyr).collect();
-                same_table(
-                    &t.schema,
-                    &t.batches,
-                    &ours,
-                    &format!("{}: .zyr decode", t.name),
-                );
-                for (peer, codec) in [(&zstd, Codec::Zstd), (&snappy, Codec::Snappy)] {
+                // Every reader's answer, Utf8 or views, against the table.
+                for ((file, strings), _) in &scans {
                     same_table(
                         &t.schema,
-                        &parquet_batches(peer).collect::<Vec<_>>(),
-                        &ours,
-                        &format!("{}: .zyr vs {}", t.name, codec.label()),
+                        &t.batches,
+                        &batches_of(*file, *strings, file_bytes(*file)).collect::<Vec<_>>(),
+                        &format!("{}: {file:?} read as {strings:?}", t.name),
                     );
                 }
             }
             for scan in 0..SCANS_PER_ROUND {
                 // Each scan starts with another reader, as in `encoded_filter`.
                 let first = round * SCANS_PER_ROUND + scan;
-                for reader in (first..first + 3).map(|k| k % 3) {
-                    let (samples, (d, rows)) = match reader {
-                        0 => (&mut zyr_scan, time(|| rows_decoded(zyr_batches(&zyr)))),
-                        1 => (
-                            &mut zstd_scan,
-                            time(|| rows_decoded(parquet_batches(&zstd))),
-                        ),
-                        _ => (
-                            &mut snappy_scan,
-                            time(|| rows_decoded(parquet_batches(&snappy))),
-                        ),
-                    };
+                let readers = scans.len();
+                for k in (first..first + readers).map(|k| k % readers) {
+                    let ((file, strings), samples) = &mut scans[k];
+                    let bytes = file_bytes(*file);
+                    let (d, rows) = time(|| rows_decoded(batches_of(*file, *strings, bytes)));
                     assert_eq!(rows, t.rows, "{}: rows decoded", t.name);
                     samples.record_value(gb_per_s(d));
                 }
@@ -516,17 +550,37 @@ fn columnar() {
                     .renamed(&format!("{}_write{suffix}_vs_snappy", t.name)),
             );
         }
-        let scan = Metric::throughput(&format!("{}_full_scan", t.name), "GB/s", &zyr_scan);
-        run.push(
-            params(scan.clone())
-                .with_peer(Codec::Zstd.label(), zstd_scan.spread(1.0).p50)
-                .renamed(&format!("{}_full_scan_vs_zstd", t.name)),
-        );
-        run.push(
-            params(scan.clone())
-                .with_peer(Codec::Snappy.label(), snappy_scan.spread(1.0).p50)
-                .renamed(&format!("{}_full_scan_vs_snappy", t.name)),
-        );
+        let p50 = |reader: (File, Strings)| {
+            let (_, samples) = scans.iter().find(|(r, _)| *r == reader).expect("a reader");
+            samples.spread(1.0).p50
+        };
+        let scan_metric = |strings: Strings| {
+            let (_, samples) = scans
+                .iter()
+                .find(|(r, _)| *r == (File::Zyr, strings))
+                .expect("a reader");
+            params(Metric::throughput(
+                &format!("{}_full_scan", t.name),
+                "GB/s",
+                samples,
+            ))
+            .param("strings", format!("{strings:?}"))
+        };
+        for (peer, strings, name) in [
+            (File::Zstd, Strings::Utf8, "vs_zstd"),
+            (File::Snappy, Strings::Utf8, "vs_snappy"),
+            (File::Zstd, Strings::Views, "views_vs_zstd"),
+        ] {
+            let codec = match peer {
+                File::Snappy => Codec::Snappy,
+                _ => Codec::Zstd,
+            };
+            run.push(
+                scan_metric(strings)
+                    .with_peer(codec.label(), p50((peer, strings)))
+                    .renamed(&format!("{}_full_scan_{name}", t.name)),
+            );
+        }
         if let Some(v) = vortex.as_mut() {
             match vortex_columnar(v, t, dir.path(), rounds(scale)) {
                 Ok((bytes, write_ms, scan_ms)) => {
@@ -544,11 +598,19 @@ fn columnar() {
                         .with_peer(&label, t.mb() / (write_ms / 1e3))
                         .renamed(&format!("{}_write_vs_vortex", t.name)),
                     );
-                    run.push(
-                        params(scan)
-                            .with_peer(&label, t.mb() / 1e3 / (median(&scan_ms) / 1e3))
-                            .renamed(&format!("{}_full_scan_vs_vortex", t.name)),
-                    );
+                    // Vortex returns strings as views: like for like against `.zyr`'s views, and
+                    // (as before) against its Utf8.
+                    let vortex_gb_per_s = t.mb() / 1e3 / (median(&scan_ms) / 1e3);
+                    for (strings, name) in [
+                        (Strings::Views, "vs_vortex"),
+                        (Strings::Utf8, "utf8_vs_vortex"),
+                    ] {
+                        run.push(
+                            scan_metric(strings)
+                                .with_peer(&label, vortex_gb_per_s)
+                                .renamed(&format!("{}_full_scan_{name}", t.name)),
+                        );
+                    }
                 }
                 Err(reason) => run.skip(format!("Vortex on {}: {reason}", t.name)),
             }

@@ -2,6 +2,7 @@
 //! only projected columns and only the vectors a request touches, prunes with zone maps and
 //! bloom filters, and evaluates filters on encoded data before materialising other columns.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -12,7 +13,7 @@ use arrow::array::{
     ArrayRef, BooleanArray, ListArray, RecordBatch, RecordBatchOptions, StructArray,
 };
 use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use bytes::Bytes;
 
 use crate::bloom::{Bloom, hash_bytes, hash_int};
@@ -74,19 +75,30 @@ impl Source for std::fs::File {
     }
 }
 
-/// How one read or scan fetches blocks: whether it verifies their checksums, and the bytes of
-/// the block each column node is at, so a scan that returns a block in several batches reads
-/// and verifies each of its column blocks once. Holds at most one block per column node.
+/// How one read or scan fetches and decodes blocks: whether it verifies their checksums,
+/// whether strings come back as views, and the bytes of the block each column node is at, so a
+/// scan that returns a block in several batches reads and verifies each of its column blocks
+/// once. Holds at most one block per column node.
 struct BlockReads {
     verify_checksums: bool,
+    string_views: bool,
     current: RefCell<HashMap<usize, (usize, Bytes)>>,
 }
 
 impl BlockReads {
-    fn new(verify_checksums: bool) -> Self {
+    fn new(verify_checksums: bool, string_views: bool) -> Self {
         Self {
             verify_checksums,
+            string_views,
             current: RefCell::default(),
+        }
+    }
+
+    /// The type a node stored as `stored` decodes to in this read.
+    fn output_type<'a>(&self, stored: &'a DataType) -> Cow<'a, DataType> {
+        match self.string_views {
+            true => Cow::Owned(lanes::with_string_views(stored)),
+            false => Cow::Borrowed(stored),
         }
     }
 }
@@ -125,6 +137,10 @@ pub struct ScanOptions {
     /// (DataFusion's default) reuse the allocator's freed memory, where one batch per block
     /// would fault fresh pages in for every block.
     pub batch_rows: usize,
+    /// Return `Utf8` columns (at any depth) as `Utf8View`, as DataFusion's Parquet reader
+    /// does by default: a dictionary block then hands out 16-byte views into its values
+    /// instead of copying every string, and other blocks get views over the decoded bytes.
+    pub string_views: bool,
 }
 
 /// [`ScanOptions::batch_rows`] by default: DataFusion's default batch size.
@@ -138,6 +154,7 @@ impl Default for ScanOptions {
             filter_mode: FilterMode::Auto,
             verify_checksums: true,
             batch_rows: DEFAULT_BATCH_ROWS,
+            string_views: false,
         }
     }
 }
@@ -427,12 +444,13 @@ impl ZyrFile {
                 self.num_rows()
             ));
         }
-        let reads = BlockReads::new(true);
+        let reads = BlockReads::new(true, false);
         let columns = projection
             .iter()
             .map(|c| self.read_node(self.root(*c)?, rows.clone(), &reads))
             .collect::<Result<Vec<_>>>()?;
-        self.batch(projection, columns, rows.end - rows.start)
+        let schema = Arc::new(self.footer.schema.project(projection)?);
+        batch(schema, columns, rows.end - rows.start)
     }
 
     fn root(&self, column: usize) -> Result<usize> {
@@ -441,19 +459,6 @@ impl ZyrFile {
             .get(column)
             .copied()
             .ok_or_else(|| FormatError::Corrupt(format!("no column {column}")))
-    }
-
-    fn batch(
-        &self,
-        projection: &[usize],
-        columns: Vec<ArrayRef>,
-        rows: u64,
-    ) -> Result<RecordBatch> {
-        let schema = Arc::new(self.footer.schema.project(projection)?);
-        let options = RecordBatchOptions::new().with_row_count(Some(rows as usize));
-        Ok(RecordBatch::try_new_with_options(
-            schema, columns, &options,
-        )?)
     }
 
     /// Decodes values `rows` of column node `node`.
@@ -483,7 +488,7 @@ impl ZyrFile {
         }
         match pieces.len() {
             0 => Ok(arrow::array::new_empty_array(
-                self.footer.nodes[node].field.data_type(),
+                &reads.output_type(self.footer.nodes[node].field.data_type()),
             )),
             1 => Ok(pieces.pop().expect("one piece")),
             _ => Ok(arrow::compute::concat(
@@ -512,7 +517,7 @@ impl ZyrFile {
         let validity = read_validity(&mut r, values)?;
         let nulls = validity.map(|v| NullBuffer::new(v.slice(range.start, range.len())));
         let n = &self.footer.nodes[node];
-        let dt = n.field.data_type();
+        let dt = &*reads.output_type(n.field.data_type());
         let picked_nulls = || pick_nulls(nulls.clone(), keep);
         let rows = range.len();
         let array: ArrayRef = match n.physical {
@@ -625,7 +630,7 @@ impl ZyrFile {
             return corrupt("negative list offset");
         }
         let child_array = self.read_node(child, start as u64..previous as u64, reads)?;
-        let DataType::List(field) = n.field.data_type() else {
+        let DataType::List(field) = &*reads.output_type(n.field.data_type()) else {
             return corrupt("list node without list type");
         };
         Ok(Arc::new(ListArray::try_new(
@@ -659,13 +664,15 @@ impl ZyrFile {
             Some(root) => self.column_meta(*root)?.block_starts.clone(),
             None => vec![0],
         };
+        let schema = Arc::new(scan_schema(&self.footer.schema, &projection, &options)?);
         Ok(Scan {
             file: self.clone(),
             projection,
+            schema,
             predicates: options.predicates.clone(),
             prepared,
             batch_vectors: options.batch_rows.div_ceil(VECTOR_LEN).max(1),
-            reads: BlockReads::new(options.verify_checksums),
+            reads: BlockReads::new(options.verify_checksums, options.string_views),
             options,
             span: VectorPos::block_start(0)..VectorPos::block_start(boundaries.len() - 1),
             boundaries,
@@ -851,6 +858,22 @@ const I64_MAX: i128 = i64::MAX as i128;
 
 /// Whether the zone maps of the vectors `range` touches prove every value fits an i64 (where a
 /// 128-bit value's low half equals the value).
+/// The schema of a scan's batches.
+fn scan_schema(stored: &Schema, projection: &[usize], options: &ScanOptions) -> Result<Schema> {
+    let projected = stored.project(projection)?;
+    Ok(match options.string_views {
+        true => lanes::schema_with_string_views(&projected),
+        false => projected,
+    })
+}
+
+fn batch(schema: SchemaRef, columns: Vec<ArrayRef>, rows: u64) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows as usize));
+    Ok(RecordBatch::try_new_with_options(
+        schema, columns, &options,
+    )?)
+}
+
 fn fits_i64(zones: &[ZoneMap], range: &Range<usize>) -> bool {
     encodings::vectors_of(range).all(|v| {
         zones.get(v).is_some_and(|z| match z.stat {
@@ -958,6 +981,8 @@ impl ZyrFile {
 pub struct Scan {
     file: Arc<ZyrFile>,
     projection: Vec<usize>,
+    /// The batches' schema: the projected columns, with views if the options ask for them.
+    schema: SchemaRef,
     predicates: Vec<ColumnPredicate>,
     prepared: Vec<Prepared>,
     options: ScanOptions,
@@ -1149,7 +1174,7 @@ impl Scan {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        self.file.batch(&self.projection, columns, rows as u64)
+        batch(self.schema.clone(), columns, rows as u64)
     }
 
     fn filtered_batch(

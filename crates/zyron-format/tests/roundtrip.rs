@@ -49,6 +49,97 @@ fn every_type_round_trips_with_nulls_across_blocks() {
     );
 }
 
+/// A scan asked for string views returns every `Utf8`, at the top and inside lists and
+/// structs, as `Utf8View` holding the same values, whether its blocks are dictionaries (views
+/// gathered into the dictionary), FSST or plain, and on the filtered path too.
+#[test]
+fn string_view_scans_hold_the_same_values_as_utf8_scans() {
+    let base = all_types_batch(5_000);
+    let rows = base.num_rows();
+    // Many distinct long values (not a dictionary) beside the batch's few short ones.
+    let distinct = StringArray::from_iter((0..rows).map(|i| {
+        (i % 13 != 0).then(|| format!("{i:08} a longer sentence about row {}", i * 7919 % 10_007))
+    }));
+    let mut fields: Vec<Field> = base
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut words = ListBuilder::new(StringBuilder::new());
+    for i in 0..rows {
+        for w in 0..i % 4 {
+            words.values().append_option(
+                (w != 2).then(|| ["red", "green", "a colour with a long name"][(i + w) % 3]),
+            );
+        }
+        words.append(i % 11 != 0);
+    }
+    let words = words.finish();
+    fields.push(Field::new("distinct", DataType::Utf8, true));
+    fields.push(Field::new("words", words.data_type().clone(), true));
+    let mut columns = base.columns().to_vec();
+    columns.push(Arc::new(distinct));
+    columns.push(Arc::new(words));
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let options = WriterOptions {
+        block_rows: 2048,
+        ..Default::default()
+    };
+    let file = open(&write(batch.schema(), &[batch.clone()], options));
+    let utf8 = batch.schema().index_of("utf8").unwrap();
+    let filters = [
+        vec![],
+        vec![pred(
+            utf8,
+            PredicateOp::Cmp(CmpOp::Eq, Scalar::Bytes(b"value-5".to_vec())),
+        )],
+    ];
+    for predicates in filters {
+        let scan = |string_views| -> RecordBatch {
+            let options = ScanOptions {
+                predicates: predicates.clone(),
+                filter_mode: FilterMode::Pushdown,
+                string_views,
+                ..Default::default()
+            };
+            let scan = file.scan(options).unwrap();
+            let batches: Vec<RecordBatch> = scan.collect::<Result<_>>().unwrap();
+            arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+        };
+        let (plain, views) = (scan(false), scan(true));
+        assert!(plain.num_rows() > 0);
+        assert_eq!(plain.num_rows(), views.num_rows());
+        let mut viewed = 0;
+        for (i, field) in plain.schema().fields().iter().enumerate() {
+            let view_type = views.schema().field(i).data_type().clone();
+            assert!(!holds_utf8(&view_type), "{}: {view_type:?}", field.name());
+            if view_type != *field.data_type() {
+                viewed += 1;
+            }
+            assert_eq!(views.column(i).data_type(), &view_type);
+            let back = arrow::compute::cast(views.column(i), field.data_type()).unwrap();
+            assert_eq!(
+                back.as_ref(),
+                plain.column(i).as_ref(),
+                "column {}",
+                field.name()
+            );
+        }
+        // utf8, the struct's string field, distinct, the list of strings.
+        assert_eq!(viewed, 4);
+    }
+}
+
+fn holds_utf8(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 => true,
+        DataType::List(f) => holds_utf8(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| holds_utf8(f.data_type())),
+        _ => false,
+    }
+}
+
 /// Columns are encoded side by side, but the bytes of a file (blocks in column order, bloom
 /// filters before their block, a list's child before the list) must not depend on how many
 /// threads did the work; a thread count outside the limits is refused.

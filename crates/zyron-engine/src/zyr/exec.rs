@@ -108,6 +108,8 @@ impl ExecutionPlan for ZyrScanExec {
             filter_mode: self.filter_mode,
             verify_checksums: true,
             batch_rows: context.session_config().batch_size(),
+            // The table's schema is the file's, with `Utf8` as stored.
+            string_views: false,
         };
         let scans = ranges
             .into_iter()
