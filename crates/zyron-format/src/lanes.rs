@@ -359,8 +359,6 @@ const VIEW_INLINE_BYTES: usize = 12;
 
 /// One view per value of `values` (offsets checked by the caller), pointing into buffer 0 =
 /// `values.data`, and whether any value is too long to be inline (the buffer is then kept).
-/// Each view is built from one 16-byte load at its value's start, masked, instead of a copy
-/// of a variable length: values in the last 16 bytes take Arrow's `make_view`.
 fn views_of(values: &BytesVec) -> (Vec<u128>, bool) {
     let data = &values.data;
     let mut longest = 0;
@@ -369,19 +367,8 @@ fn views_of(values: &BytesVec) -> (Vec<u128>, bool) {
         .windows(2)
         .map(|w| {
             let (start, end) = (w[0] as usize, w[1] as usize);
-            let len = end - start;
-            longest = longest.max(len);
-            let Some(word) = data.get(start..start + 16) else {
-                return arrow::array::builder::make_view(&data[start..end], 0, start as u32);
-            };
-            let word = u128::from_le_bytes(word.try_into().expect("16 bytes"));
-            if len <= VIEW_INLINE_BYTES {
-                // Length, then the value, zero-padded.
-                len as u128 | ((word & ((1u128 << (8 * len)) - 1)) << 32)
-            } else {
-                // Length, 4-byte prefix, buffer 0, offset.
-                len as u128 | ((word & 0xffff_ffff) << 32) | ((start as u128) << 96)
-            }
+            longest = longest.max(end - start);
+            arrow::array::builder::make_view(&data[start..end], 0, start as u32)
         })
         .collect();
     (views, longest > VIEW_INLINE_BYTES)
@@ -400,8 +387,8 @@ fn views_array(
     } else {
         vec![]
     };
-    // SAFETY: every view holds the length and bytes (or prefix and offset) of a valid UTF-8
-    // value (checked by the caller) that lies inside buffer 0, as Arrow's make_view builds it.
+    // SAFETY: every view was made by make_view from a valid UTF-8 value (checked by the
+    // caller) that lies inside buffer 0.
     unsafe { StringViewArray::new_unchecked(ScalarBuffer::from(views), buffers, nulls) }
 }
 
@@ -426,27 +413,20 @@ pub fn dictionary_views(
 mod tests {
     use super::*;
 
-    /// The masked 16-byte loads build exactly the views Arrow's `make_view` builds, for every
-    /// length around the inline limit, and for values near the end of the data.
+    /// A view array keeps its buffer exactly when some value is longer than a view holds.
     #[test]
-    fn views_match_arrows_for_every_length_and_position() {
-        let mut values = BytesVec::default();
-        for len in (0..40).chain((0..40).rev()) {
-            let value: Vec<u8> = (0..len).map(|i| b'a' + (i * 7 + len) as u8 % 26).collect();
-            values.push(&value).unwrap();
-        }
-        let (views, long) = views_of(&values);
-        assert!(long);
-        for (i, w) in values.offsets.windows(2).enumerate() {
-            let (start, end) = (w[0] as usize, w[1] as usize);
-            let expected =
-                arrow::array::builder::make_view(&values.data[start..end], 0, start as u32);
-            assert_eq!(views[i], expected, "value {i}, {} bytes", end - start);
-        }
+    fn views_keep_the_buffer_only_for_long_values() {
         let mut short = BytesVec::default();
         for value in ["", "a", "twelve bytes"] {
             short.push(value.as_bytes()).unwrap();
         }
         assert!(!views_of(&short).1);
+        short.push(b"thirteen byte").unwrap();
+        let (views, long) = views_of(&short);
+        assert!(long);
+        assert_eq!(
+            views_array(views, long, short, None).value(3),
+            "thirteen byte"
+        );
     }
 }
