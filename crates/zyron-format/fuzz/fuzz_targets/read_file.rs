@@ -1,8 +1,9 @@
 //! Any bytes handed to the reader give a result or an error: never a panic, a hang or an
 //! unbounded allocation. Exercises open, column records, every column's decode, single rows,
-//! statistics and filtered scans. Every batch the reader returns must also pass Arrow's full
-//! validation: the reader builds string arrays without Arrow's checks (after its own), so an
-//! array that passed ours but not Arrow's would be undefined behaviour waiting downstream.
+//! statistics, scans returning string views, and filtered scans. Every batch the reader
+//! returns must also pass Arrow's full validation: the reader builds string arrays without
+//! Arrow's checks (after its own), so an array that passed ours but not Arrow's would be
+//! undefined behaviour waiting downstream.
 #![no_main]
 
 use std::sync::Arc;
@@ -23,6 +24,16 @@ fuzz_target!(|data: &[u8]| {
         && let Ok(batch) = file.read_rows(&all, rows / 2..rows / 2 + 1)
     {
         check(&batch);
+    }
+    // Every string column as views: dictionary blocks gather views into their values.
+    let views = ScanOptions { string_views: true, batch_rows: 1024, ..Default::default() };
+    if let Ok(scan) = file.scan(views) {
+        for batch in scan {
+            match batch {
+                Ok(batch) => check(&batch),
+                Err(_) => break,
+            }
+        }
     }
     for c in 0..columns {
         let _ = file.column_statistics(c);
