@@ -1110,7 +1110,14 @@ fn encoded_filter() {
         zyr_ctx
             .register_table(
                 "lineitem",
-                Arc::new(zyron_engine::zyr::ZyrTable::open(zyr_path.to_str().unwrap()).unwrap()),
+                // As SQL opens it: strings as views when the session reads Parquet's as views.
+                Arc::new(
+                    zyron_engine::zyr::ZyrTable::open_for(
+                        zyr_path.to_str().unwrap(),
+                        &zyr_ctx.state(),
+                    )
+                    .unwrap(),
+                ),
             )
             .unwrap();
         for ctx in [&parquet_ctx, &pushdown_ctx] {

@@ -329,3 +329,93 @@ fn partitions_share_the_candidates_of_a_block() {
         }
     });
 }
+
+/// Like DataFusion's Parquet tables, a `.zyr` table hands strings out as `Utf8View` (its
+/// dictionary blocks as views into their values) unless the session turns
+/// `datafusion.execution.parquet.schema_force_view_types` off; the rows are the same either way,
+/// filtered or not.
+#[test]
+fn zyr_tables_return_strings_as_views_as_parquet_tables_do() {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.zyr");
+        let engine = Engine::new(EngineOptions::default()).unwrap();
+        let mut s = engine.new_session();
+        // `name` has 100 values (dictionary blocks), `note` one per row (not a dictionary).
+        let source = format!(
+            "SELECT *, concat('a note longer than twelve bytes ', id) AS note FROM ({SOURCE})"
+        );
+        command(&mut s, &format!("COPY ({source}) TO '{}'", path.display())).await;
+        command(
+            &mut s,
+            &format!(
+                "CREATE EXTERNAL TABLE z STORED AS ZYR LOCATION '{}'",
+                path.display()
+            ),
+        )
+        .await;
+        let typed = rows(
+            &mut s,
+            "SELECT arrow_typeof(name), arrow_typeof(note) FROM z LIMIT 1",
+        )
+        .await;
+        for column in typed[0].columns() {
+            let type_name = datafusion::arrow::util::display::array_value_to_string(column, 0);
+            assert_eq!(type_name.unwrap(), "Utf8View");
+        }
+
+        let mut answers = vec![];
+        for views in [true, false] {
+            let config = SessionConfig::new().set_bool(
+                "datafusion.execution.parquet.schema_force_view_types",
+                views,
+            );
+            let ctx = SessionContext::new_with_config(config);
+            let table = zyron_engine::zyr::ZyrTable::open_for(path.to_str().unwrap(), &ctx.state())
+                .unwrap();
+            let expected = if views {
+                DataType::Utf8View
+            } else {
+                DataType::Utf8
+            };
+            use datafusion::catalog::TableProvider;
+            assert_eq!(
+                table.schema().field_with_name("name").unwrap().data_type(),
+                &expected
+            );
+            ctx.register_table("t", std::sync::Arc::new(table)).unwrap();
+            for sql in [
+                "SELECT id, name, note FROM t ORDER BY id",
+                "SELECT id, name, note FROM t WHERE name = 'name-42' ORDER BY id",
+            ] {
+                let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+                let batch =
+                    datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches)
+                        .unwrap();
+                assert_eq!(batch.column(1).data_type(), &expected, "{sql}");
+                assert_eq!(batch.column(2).data_type(), &expected, "{sql}");
+                let as_utf8: Vec<_> = batch
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        datafusion::arrow::compute::cast(
+                            c,
+                            &match c.data_type() {
+                                DataType::Utf8View => DataType::Utf8,
+                                other => other.clone(),
+                            },
+                        )
+                        .unwrap()
+                    })
+                    .collect();
+                answers.push((sql, batch.num_rows(), as_utf8));
+            }
+        }
+        assert_eq!(answers[0].1, 200_000);
+        assert_eq!(answers[1].1, 2_000);
+        assert_eq!(answers[0], answers[2]);
+        assert_eq!(answers[1], answers[3]);
+    })
+}

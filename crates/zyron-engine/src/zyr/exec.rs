@@ -40,6 +40,8 @@ pub struct ZyrScanExec {
     statistics: Arc<Statistics>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// Whether `schema` has strings as `Utf8View` (see `ScanOptions::string_views`).
+    string_views: bool,
 }
 
 impl ZyrScanExec {
@@ -68,7 +70,14 @@ impl ZyrScanExec {
             statistics: Arc::new(statistics),
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            string_views: false,
         }
+    }
+
+    /// Returns strings as `Utf8View`; `schema` must say so.
+    pub fn with_string_views(mut self, string_views: bool) -> Self {
+        self.string_views = string_views;
+        self
     }
 
     pub fn predicates(&self) -> &[ColumnPredicate] {
@@ -108,8 +117,7 @@ impl ExecutionPlan for ZyrScanExec {
             filter_mode: self.filter_mode,
             verify_checksums: true,
             batch_rows: context.session_config().batch_size(),
-            // The table's schema is the file's, with `Utf8` as stored.
-            string_views: false,
+            string_views: self.string_views,
         };
         let scans = ranges
             .into_iter()

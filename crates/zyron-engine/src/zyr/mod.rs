@@ -43,12 +43,31 @@ const MIN_PARTITION_VECTORS: usize = 16;
 #[derive(Debug)]
 pub struct ZyrTable {
     files: Vec<Arc<ZyrFile>>,
+    /// The files' schema, with `Utf8` as `Utf8View` when `string_views`.
     schema: SchemaRef,
+    string_views: bool,
 }
 
 impl ZyrTable {
-    /// Opens a `.zyr` file, or every `.zyr` file in a directory (in name order).
+    /// Opens a `.zyr` file, or every `.zyr` file in a directory (in name order), with the
+    /// column types as stored.
     pub fn open(location: &str) -> Result<ZyrTable> {
+        Self::open_with(location, false)
+    }
+
+    /// Opens as a query in `session` reads Parquet: strings as `Utf8View` when the session's
+    /// `datafusion.execution.parquet.schema_force_view_types` is on (DataFusion's default),
+    /// so dictionary columns are handed out as views into their values, not copied.
+    pub fn open_for(location: &str, session: &dyn Session) -> Result<ZyrTable> {
+        let views = session
+            .config_options()
+            .execution
+            .parquet
+            .schema_force_view_types;
+        Self::open_with(location, views)
+    }
+
+    fn open_with(location: &str, string_views: bool) -> Result<ZyrTable> {
         let path = PathBuf::from(location.strip_prefix("file://").unwrap_or(location));
         let paths = if path.is_dir() {
             let mut paths: Vec<PathBuf> = std::fs::read_dir(&path)?
@@ -79,7 +98,15 @@ impl ZyrTable {
                 paths[0].display()
             );
         }
-        Ok(ZyrTable { files, schema })
+        let schema = match string_views {
+            true => Arc::new(zyron_format::lanes::schema_with_string_views(&schema)),
+            false => schema,
+        };
+        Ok(ZyrTable {
+            files,
+            schema,
+            string_views,
+        })
     }
 
     pub fn files(&self) -> &[Arc<ZyrFile>] {
@@ -345,15 +372,18 @@ impl TableProvider for ZyrTable {
         let schema = Arc::new(self.schema.project(&projection)?);
         let statistics = self.statistics_for(&projection, predicates.is_empty())?;
         let partitions = self.partitions(state.config().target_partitions(), &predicates)?;
-        Ok(Arc::new(ZyrScanExec::new(
-            self.files.clone(),
-            projection,
-            predicates,
-            filter_mode,
-            partitions,
-            schema,
-            statistics,
-        )))
+        Ok(Arc::new(
+            ZyrScanExec::new(
+                self.files.clone(),
+                projection,
+                predicates,
+                filter_mode,
+                partitions,
+                schema,
+                statistics,
+            )
+            .with_string_views(self.string_views),
+        ))
     }
 }
 
@@ -365,13 +395,13 @@ pub struct ZyrTableFactory;
 impl TableProviderFactory for ZyrTableFactory {
     async fn create(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("a ZYR table needs exactly one LOCATION");
         };
-        Ok(Arc::new(ZyrTable::open(location)?))
+        Ok(Arc::new(ZyrTable::open_for(location, state)?))
     }
 }
 
@@ -389,7 +419,7 @@ impl TableFunctionImpl for ReadZyr {
                     | ScalarValue::LargeUtf8(Some(path)),
                     _,
                 ),
-            ] => Ok(Arc::new(ZyrTable::open(path)?)),
+            ] => Ok(Arc::new(ZyrTable::open_for(path, args.session())?)),
             _ => plan_err!(
                 "read_zyr takes one string literal: the path of a .zyr file or of a directory of them"
             ),
