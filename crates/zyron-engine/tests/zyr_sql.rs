@@ -23,15 +23,36 @@ fn plan_text(batches: &[RecordBatch]) -> String {
         .join("\n")
 }
 
+/// A fresh engine and a session on it, and the path `t.zyr` in a new temporary directory. The
+/// directory and the engine (whose data directory is temporary too) last as long as the guards.
+fn session_and_zyr_path() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::sync::Arc<Engine>,
+    zyron_engine::Session,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.zyr");
+    let engine = Engine::new(EngineOptions::default()).unwrap();
+    let session = engine.new_session();
+    (dir, path, engine, session)
+}
+
+/// `CREATE EXTERNAL TABLE z STORED AS ZYR` over `path`.
+async fn create_table_z(s: &mut zyron_engine::Session, path: &std::path::Path) {
+    let sql = format!(
+        "CREATE EXTERNAL TABLE z STORED AS ZYR LOCATION '{}'",
+        path.display()
+    );
+    command(s, &sql).await;
+}
+
 const SOURCE: &str = "SELECT value AS id, value % 7 AS k, concat('name-', value % 100) AS name, CAST(value AS DOUBLE) / 4 AS price FROM generate_series(1, 200000)";
 
 #[test]
 fn copy_read_external_table_pushdown_and_statistics() {
     block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.zyr");
-        let engine = Engine::new(EngineOptions::default()).unwrap();
-        let mut s = engine.new_session();
+        let (dir, path, _engine, mut s) = session_and_zyr_path();
         let tag = command(
             &mut s,
             &format!(
@@ -52,14 +73,7 @@ fn copy_read_external_table_pushdown_and_statistics() {
         );
         assert_eq!(got, expected);
 
-        command(
-            &mut s,
-            &format!(
-                "CREATE EXTERNAL TABLE z STORED AS ZYR LOCATION '{}'",
-                path.display()
-            ),
-        )
-        .await;
+        create_table_z(&mut s, &path).await;
         let filtered = rows(
             &mut s,
             "SELECT count(*) FROM z WHERE id BETWEEN 1000 AND 1999 AND name = 'name-7'",
@@ -140,10 +154,7 @@ fn copy_read_external_table_pushdown_and_statistics() {
 #[test]
 fn exact_filters_replace_datafusions_filter_and_agree_with_it() {
     block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("n.zyr");
-        let engine = Engine::new(EngineOptions::default()).unwrap();
-        let mut s = engine.new_session();
+        let (_dir, path, _engine, mut s) = session_and_zyr_path();
         let source = "SELECT value AS id, value % 7 AS k, \
              CASE WHEN value % 10 = 0 THEN NULL ELSE concat('name-', value % 100) END AS name, \
              CAST(value AS DOUBLE) / 4 AS price, CAST(value % 1000 AS DECIMAL(15, 2)) / 8 AS d \
@@ -205,10 +216,7 @@ fn exact_filters_replace_datafusions_filter_and_agree_with_it() {
 #[test]
 fn a_corrupt_file_is_reported_as_data_corruption() {
     block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bad.zyr");
-        let engine = Engine::new(EngineOptions::default()).unwrap();
-        let mut s = engine.new_session();
+        let (_dir, path, _engine, mut s) = session_and_zyr_path();
         command(&mut s, &format!("COPY ({SOURCE}) TO '{}'", path.display())).await;
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[100] ^= 0xff;
@@ -339,23 +347,13 @@ fn zyr_tables_return_strings_as_views_as_parquet_tables_do() {
     use datafusion::arrow::datatypes::DataType;
     use datafusion::prelude::{SessionConfig, SessionContext};
     block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.zyr");
-        let engine = Engine::new(EngineOptions::default()).unwrap();
-        let mut s = engine.new_session();
+        let (_dir, path, _engine, mut s) = session_and_zyr_path();
         // `name` has 100 values (dictionary blocks), `note` one per row (not a dictionary).
         let source = format!(
             "SELECT *, concat('a note longer than twelve bytes ', id) AS note FROM ({SOURCE})"
         );
         command(&mut s, &format!("COPY ({source}) TO '{}'", path.display())).await;
-        command(
-            &mut s,
-            &format!(
-                "CREATE EXTERNAL TABLE z STORED AS ZYR LOCATION '{}'",
-                path.display()
-            ),
-        )
-        .await;
+        create_table_z(&mut s, &path).await;
         let typed = rows(
             &mut s,
             "SELECT arrow_typeof(name), arrow_typeof(note) FROM z LIMIT 1",
