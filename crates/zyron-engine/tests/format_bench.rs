@@ -550,19 +550,16 @@ fn columnar() {
                     .renamed(&format!("{}_write{suffix}_vs_snappy", t.name)),
             );
         }
-        let p50 = |reader: (File, Strings)| {
+        let samples = |reader: (File, Strings)| {
             let (_, samples) = scans.iter().find(|(r, _)| *r == reader).expect("a reader");
-            samples.spread(1.0).p50
+            samples
         };
+        let p50 = |reader| samples(reader).spread(1.0).p50;
         let scan_metric = |strings: Strings| {
-            let (_, samples) = scans
-                .iter()
-                .find(|(r, _)| *r == (File::Zyr, strings))
-                .expect("a reader");
             params(Metric::throughput(
                 &format!("{}_full_scan", t.name),
                 "GB/s",
-                samples,
+                samples((File::Zyr, strings)),
             ))
             .param("strings", format!("{strings:?}"))
         };
