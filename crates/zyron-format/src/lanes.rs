@@ -150,14 +150,20 @@ pub fn ints_to_array(
                 ($t:ty,) => {{
                     type Native = <$t as ArrowPrimitiveType>::Native;
                     // One branch-free pass for the range and one for the cast vectorise;
-                    // a checked conversion per value does not.
-                    let (min, max) = lanes
-                        .iter()
-                        .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
-                    for v in [min, max] {
-                        if !lanes.is_empty() && Native::try_from(v).is_err() {
-                            return corrupt(format!("value {v} out of range for {dt}"));
-                        }
+                    // a checked conversion per value does not. The range pass ORs together
+                    // each lane's distance from the type's minimum, shifted past the type's
+                    // width: zero exactly when every lane fits. It needs only 64-bit add,
+                    // shift and or, which SSE2 has (a 64-bit min and max, which it lacks,
+                    // took two thirds of the time of decoding a 32-bit column).
+                    let width_bits = 8 * std::mem::size_of::<Native>() as u32;
+                    let type_min = Native::MIN as i64;
+                    let outside = lanes.iter().fold(0u64, |acc, v| {
+                        acc | (v.wrapping_sub(type_min) as u64) >> width_bits
+                    });
+                    if outside != 0 {
+                        let first = lanes.iter().find(|v| Native::try_from(**v).is_err());
+                        let v = first.expect("some lane is outside the type");
+                        return corrupt(format!("value {v} out of range for {dt}"));
                     }
                     let values: Vec<Native> = lanes.iter().map(|v| *v as Native).collect();
                     Arc::new(
@@ -361,17 +367,37 @@ const VIEW_INLINE_BYTES: usize = 12;
 /// `values.data`, and whether any value is too long to be inline (the buffer is then kept).
 fn views_of(values: &BytesVec) -> (Vec<u128>, bool) {
     let data = &values.data;
-    let mut longest = 0;
-    let views = values
-        .offsets
-        .windows(2)
-        .map(|w| {
-            let (start, end) = (w[0] as usize, w[1] as usize);
-            longest = longest.max(end - start);
-            arrow::array::builder::make_view(&data[start..end], 0, start as u32)
-        })
+    let windows = values.offsets.windows(2);
+    let views = windows
+        .clone()
+        .map(|w| view_at(data, w[0] as usize, w[1] as usize))
         .collect();
-    (views, longest > VIEW_INLINE_BYTES)
+    // Apart from the views: a length tracked in the loop above went through memory per view.
+    let long = windows
+        .map(|w| (w[1] - w[0]) as usize)
+        .any(|len| len > VIEW_INLINE_BYTES);
+    (views, long)
+}
+
+/// The view of `data[start..end]` in buffer 0, as `make_view` makes it. Where 16 bytes
+/// can be read from `start`, it reads them at once and masks, instead of `make_view`'s
+/// call and copy of a slice of variable length: building views was a fifth of the time
+/// of scanning an FSST column as views. (A branch-free form, computing both cases and
+/// masking, was 8% slower on TPC-H's `l_comment`.)
+#[inline(always)]
+fn view_at(data: &[u8], start: usize, end: usize) -> u128 {
+    let Some(head) = data.get(start..start + 16) else {
+        return arrow::array::builder::make_view(&data[start..end], 0, start as u32);
+    };
+    let len = end - start;
+    let raw = u128::from_le_bytes(head.try_into().expect("16 bytes"));
+    if len > VIEW_INLINE_BYTES {
+        let prefix = raw as u32 as u128;
+        len as u128 | prefix << 32 | (start as u128) << 96
+    } else {
+        let inline = raw & ((1u128 << (8 * len)) - 1);
+        len as u128 | inline << 32
+    }
 }
 
 /// A `Utf8View` array of `views` into `data`'s bytes (checked by the caller); the buffer is
@@ -412,6 +438,46 @@ pub fn dictionary_views(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Narrow integer types take every lane from their minimum to their maximum and refuse
+    /// the lanes just past either end (a corrupt file's), whatever the width and sign.
+    #[test]
+    fn narrowing_accepts_the_whole_range_and_nothing_past_it() {
+        let cases: [(DataType, i64, i64); 7] = [
+            (DataType::Int8, i8::MIN.into(), i8::MAX.into()),
+            (DataType::UInt8, 0, u8::MAX.into()),
+            (DataType::Int16, i16::MIN.into(), i16::MAX.into()),
+            (DataType::UInt16, 0, u16::MAX.into()),
+            (DataType::Int32, i32::MIN.into(), i32::MAX.into()),
+            (DataType::UInt32, 0, u32::MAX.into()),
+            (DataType::Date32, i32::MIN.into(), i32::MAX.into()),
+        ];
+        for (dt, min, max) in cases {
+            let array = ints_to_array(&dt, vec![min, 0, max], None).unwrap();
+            assert_eq!(int_lanes(&array).unwrap(), vec![min, 0, max], "{dt}");
+            for outside in [min - 1, max + 1, i64::MIN, i64::MAX] {
+                let err = ints_to_array(&dt, vec![0, outside, 1], None).unwrap_err();
+                assert!(
+                    err.to_string()
+                        .contains(&format!("value {outside} out of range")),
+                    "{dt}: {err}"
+                );
+            }
+        }
+    }
+
+    /// Views read 16 bytes at once wherever they can; they equal arrow's `make_view` for
+    /// every length up to past the inline limit, at every distance from the buffer's end.
+    #[test]
+    fn views_equal_arrows_for_every_length_and_position() {
+        let data: Vec<u8> = (0..64u8).map(|i| b'a' + i % 26).collect();
+        for start in 0..data.len() {
+            for end in start..=data.len().min(start + 20) {
+                let expected = arrow::array::builder::make_view(&data[start..end], 0, start as u32);
+                assert_eq!(view_at(&data, start, end), expected, "{start}..{end}");
+            }
+        }
+    }
 
     /// A view array keeps its buffer exactly when some value is longer than a view holds.
     #[test]
