@@ -856,8 +856,6 @@ enum Prepared {
 const I64_MIN: i128 = i64::MIN as i128;
 const I64_MAX: i128 = i64::MAX as i128;
 
-/// Whether the zone maps of the vectors `range` touches prove every value fits an i64 (where a
-/// 128-bit value's low half equals the value).
 /// The schema of a scan's batches.
 fn scan_schema(stored: &Schema, projection: &[usize], options: &ScanOptions) -> Result<Schema> {
     let projected = stored.project(projection)?;
@@ -867,6 +865,7 @@ fn scan_schema(stored: &Schema, projection: &[usize], options: &ScanOptions) -> 
     })
 }
 
+/// A batch of `rows` rows (explicit, so a batch with no columns keeps its count).
 fn batch(schema: SchemaRef, columns: Vec<ArrayRef>, rows: u64) -> Result<RecordBatch> {
     let options = RecordBatchOptions::new().with_row_count(Some(rows as usize));
     Ok(RecordBatch::try_new_with_options(
@@ -874,6 +873,8 @@ fn batch(schema: SchemaRef, columns: Vec<ArrayRef>, rows: u64) -> Result<RecordB
     )?)
 }
 
+/// Whether the zone maps of the vectors `range` touches prove every value fits an i64 (where a
+/// 128-bit value's low half equals the value).
 fn fits_i64(zones: &[ZoneMap], range: &Range<usize>) -> bool {
     encodings::vectors_of(range).all(|v| {
         zones.get(v).is_some_and(|z| match z.stat {
