@@ -26,7 +26,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use zyron_common::checksum::checksum32;
+use zyron_common::checksum::{checksum32, checksum32_of_parts};
 use zyron_common::{Result, SqlState, ZyronError};
 
 const MAGIC: &[u8; 4] = b"ZCKP";
@@ -152,7 +152,7 @@ impl ImageWriter {
     fn section(&mut self, kind: u8, body: &[u8]) -> Result<()> {
         let mut head = vec![kind];
         head.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        let checksum = checksum32(&[head.as_slice(), body].concat());
+        let checksum = checksum32_of_parts(&[&head, body]);
         self.write(&head)?;
         self.write(body)?;
         self.write(&checksum.to_le_bytes())
@@ -249,7 +249,7 @@ pub fn read_image(
             .read_exact(&mut body)
             .map_err(|_| damaged(path, format!("the section at byte {offset} is cut short")))?;
         let stored = u32::from_le_bytes(body[len..].try_into().unwrap());
-        if stored != checksum32(&[&head[..], &body[..len]].concat()) {
+        if stored != checksum32_of_parts(&[&head, &body[..len]]) {
             return Err(damaged(
                 path,
                 format!("the section at byte {offset} is damaged (checksum mismatch)"),

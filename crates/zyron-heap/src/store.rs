@@ -981,7 +981,7 @@ impl Replay {
     fn load_image(&mut self, path: &Path) -> Result<u64> {
         let ts = self.image_ts;
         let mut current: Option<Arc<HeapTable>> = None;
-        let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut batch = ImageRows::default();
         let (snapshot_ts, _, rows) = checkpoint::read_image(path, |entry| {
             match entry {
                 Entry::Table(json) => {
@@ -1003,8 +1003,8 @@ impl Replay {
                             format!("{}: rows before any table", path.display()),
                         )
                     })?;
-                    batch.push((slot, row.to_vec()));
-                    if batch.len() >= 4096 {
+                    batch.push(slot, row);
+                    if batch.is_full() {
                         load_rows(table, &mut batch, ts)?;
                     }
                 }
@@ -1075,7 +1075,7 @@ impl Replay {
             Op::Insert { table, slot, row } => {
                 let table = self.table(table)?;
                 let key = table.keys_of(&[&row])?.pop();
-                table.redo_insert(slot, row, key.as_deref(), ts);
+                table.redo_insert(slot, &row, key.as_deref(), ts);
             }
             Op::Update { table, slot, row } => self.table(table)?.redo_update(slot, row, ts)?,
             Op::Delete { table, slot } => self.table(table)?.redo_delete(slot, ts)?,
@@ -1103,11 +1103,50 @@ impl Replay {
     }
 }
 
-fn load_rows(table: &Arc<HeapTable>, batch: &mut Vec<(u64, Vec<u8>)>, ts: u64) -> Result<()> {
-    let rows: Vec<&[u8]> = batch.iter().map(|(_, row)| row.as_slice()).collect();
-    let keys = table.keys_of(&rows)?;
-    for (i, (slot, row)) in batch.drain(..).enumerate() {
-        table.redo_insert(slot, row, keys.get(i).map(|k| k.as_slice()), ts);
-    }
+fn load_rows(table: &Arc<HeapTable>, batch: &mut ImageRows, ts: u64) -> Result<()> {
+    let rows: Vec<(u64, &[u8])> = batch.rows().collect();
+    let bytes: Vec<&[u8]> = rows.iter().map(|(_, row)| *row).collect();
+    let keys = table.keys_of(&bytes)?;
+    table.redo_inserts(&rows, &keys, ts);
+    batch.clear();
     Ok(())
+}
+
+/// Rows of a checkpoint image waiting to be loaded together, their bytes end to end in one
+/// buffer that is reused batch after batch.
+#[derive(Default)]
+struct ImageRows {
+    slots: Vec<u64>,
+    ends: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl ImageRows {
+    /// Rows per load: enough to take the index lock and decode keys rarely, few enough
+    /// that the buffer stays small (a few MiB for wide rows).
+    const BATCH_ROWS: usize = 4096;
+
+    fn push(&mut self, slot: u64, row: &[u8]) {
+        self.slots.push(slot);
+        self.bytes.extend_from_slice(row);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn is_full(&self) -> bool {
+        self.slots.len() >= Self::BATCH_ROWS
+    }
+
+    fn rows(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.slots
+            .iter()
+            .zip(starts.zip(&self.ends))
+            .map(|(slot, (start, end))| (*slot, &self.bytes[start..*end]))
+    }
+
+    fn clear(&mut self) {
+        self.slots.clear();
+        self.ends.clear();
+        self.bytes.clear();
+    }
 }

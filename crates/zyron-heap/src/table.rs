@@ -709,18 +709,39 @@ impl HeapTable {
 
     // ---- Recovery: changes re-applied from the WAL and checkpoint images ----
 
-    /// Places a committed row at `slot` (checkpoint load and WAL replay of an insert).
-    pub fn redo_insert(&self, slot: u64, row: Vec<u8>, key: Option<&[u8]>, ts: u64) {
-        self.claim_slot(slot);
-        self.memory.force(cost(row.len()));
-        if let Some(key) = key {
-            let mut index = self.index_write();
-            if index.replace(key, slot).is_none() {
-                index.insert(key, slot).expect("absent key");
-                self.count_index_bytes(&index);
-            }
+    /// Places a committed row at `slot` (WAL replay of an insert).
+    pub fn redo_insert(&self, slot: u64, row: &[u8], key: Option<&[u8]>, ts: u64) {
+        self.redo_inserts(&[(slot, row)], key.as_slice(), ts);
+    }
+
+    /// Places committed rows at their slots, with their primary keys (`keys` is empty for a
+    /// table without one, else holds one key per row): how a checkpoint image loads, a few
+    /// thousand rows per call, under one index lock. A key already present (a row replayed
+    /// over an older one) moves to its new slot. The tree is searched once per new key: an
+    /// insert that finds its key changes nothing, and only then is the key replaced.
+    pub fn redo_inserts<K: AsRef<[u8]>>(&self, rows: &[(u64, &[u8])], keys: &[K], ts: u64) {
+        assert!(
+            keys.is_empty() || keys.len() == rows.len(),
+            "one key per row, or none"
+        );
+        if let Some(last) = rows.iter().map(|(slot, _)| *slot).max() {
+            self.claim_slot(last);
         }
-        self.with_chain(slot, |page, i| page.push_front(i, ts, OPEN, &row));
+        self.memory
+            .force(rows.iter().map(|(_, row)| cost(row.len())).sum());
+        if !keys.is_empty() {
+            let mut index = self.index_write();
+            for ((slot, _), key) in rows.iter().zip(keys) {
+                let key = key.as_ref();
+                if index.insert(key, *slot).is_err() {
+                    index.replace(key, *slot);
+                }
+            }
+            self.count_index_bytes(&index);
+        }
+        for (slot, row) in rows {
+            self.with_chain(*slot, |page, i| page.push_front(i, ts, OPEN, row));
+        }
     }
 
     /// Replays an update: the newest version ends at `ts`, `row` begins there.

@@ -52,9 +52,8 @@ fn versioned_table(rows: i64, updates: i64) -> (HeapTable, u64) {
     let refs: Vec<&[u8]> = first.iter().map(|r| r.as_slice()).collect();
     let keys = table.keys_of(&refs).unwrap();
     let mut ts = 1;
-    for (slot, (row, key)) in first.into_iter().zip(keys).enumerate() {
-        table.redo_insert(slot as u64, row, Some(&key), ts);
-    }
+    let placed: Vec<(u64, &[u8])> = (0..).zip(refs.iter().copied()).collect();
+    table.redo_inserts(&placed, &keys, ts);
     for update in 1..=updates {
         ts += 1;
         for (slot, row) in encode(update).into_iter().enumerate() {
