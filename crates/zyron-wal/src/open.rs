@@ -82,7 +82,8 @@ pub fn open(
         replayed += 1;
     }
     let end_lsn = scan.lsn;
-    if let Some(lsn) = log.valid_record_beyond(end_lsn + options.torn_window_bytes())? {
+    let scanned = (scan.segment_start, scan.bytes.as_slice());
+    if let Some(lsn) = log.valid_record_beyond(end_lsn + options.torn_window_bytes(), scanned)? {
         return Err(corrupt(
             dir,
             &format!(
@@ -204,15 +205,26 @@ impl SegmentSet<'_> {
 
     /// The first position at or after `from` (searched within its segment and
     /// the next, and at the start of every later one) holding a valid record.
-    fn valid_record_beyond(&self, from: u64) -> Result<Option<u64>> {
+    /// `loaded` is a segment already in memory (the one the replay ended in),
+    /// used instead of reading it again: a segment is 16 MiB by default.
+    fn valid_record_beyond(&self, from: u64, loaded: (u64, &[u8])) -> Result<Option<u64>> {
         let from_segment = from - from % self.segment_bytes;
         for &start in self
             .starts
             .iter()
             .filter(|&&s| s + self.segment_bytes > from)
         {
-            let Some(bytes) = self.read(start)? else {
-                continue;
+            let read;
+            let bytes = if start == loaded.0 {
+                loaded.1
+            } else {
+                match self.read(start)? {
+                    Some(segment) => {
+                        read = segment;
+                        read.as_slice()
+                    }
+                    None => continue,
+                }
             };
             let first = from.max(start + SEGMENT_HEADER_BYTES);
             let last = if start <= from_segment + self.segment_bytes {
