@@ -34,6 +34,7 @@ pub mod heap;
 pub mod lake;
 mod leaf_exec;
 mod parse_cache;
+mod plan_cache;
 mod session;
 mod settings;
 mod statement;

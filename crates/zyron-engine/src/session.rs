@@ -7,6 +7,7 @@ use datafusion::arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{ParamValues, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::prelude::SessionContext;
@@ -22,6 +23,7 @@ use crate::errors::to_zyron_error;
 use crate::heap::{self, SessionTxn};
 use crate::lake;
 use crate::parse_cache::{ParseCache, Template};
+use crate::plan_cache::{self, PlanSlot};
 use crate::settings::Settings;
 use crate::statement::{self, CommandTag, Parsed, Utility};
 
@@ -74,6 +76,43 @@ enum Block {
     Failed,
 }
 
+/// What a prepared statement worked out once for all its executions.
+#[derive(Debug, Clone, Copy, Default)]
+struct Known<'a> {
+    /// Whether the statement has a point statement's shape (`None`: not worked out yet).
+    point_shape: Option<bool>,
+    /// Where its plan is kept between executions.
+    plan_slot: Option<&'a PlanSlot>,
+}
+
+/// Whether a logical plan has been through the optimizer already.
+enum Optimized {
+    Yes,
+    No,
+}
+
+/// Plans `plan`'s physical side and starts streaming its rows.
+async fn query_rows(
+    state: &SessionState,
+    plan: &LogicalPlan,
+    optimized: Optimized,
+) -> Result<StatementResult> {
+    let schema = Arc::new(plan.schema().as_arrow().clone());
+    let physical = match optimized {
+        Optimized::Yes => {
+            state
+                .query_planner()
+                .create_physical_plan(plan, state)
+                .await
+        }
+        Optimized::No => state.create_physical_plan(plan).await,
+    }
+    .map_err(to_zyron_error)?;
+    let stream = datafusion::physical_plan::execute_stream(physical, state.task_ctx())
+        .map_err(to_zyron_error)?;
+    Ok(StatementResult::Rows { schema, stream })
+}
+
 /// A statement parsed (and, for DataFusion statements, planned) once and
 /// executed many times through the extended protocol.
 #[derive(Debug, Clone)]
@@ -89,9 +128,11 @@ pub struct PreparedStatement {
     point_shape: bool,
     /// The columns the statement returns, worked out once from the plan made
     /// at prepare time: clients describe a prepared statement's portal at
-    /// every execution. (Execution plans again, so a statement prepared
-    /// before a table changed still sees the table as it is.)
+    /// every execution. (An execution plans again when a table the statement
+    /// reads was replaced, so it sees the table as it is: see `plan_cache`.)
     result_schema: SchemaRef,
+    /// The optimized plan, kept between executions while it still describes the query.
+    plan_slot: PlanSlot,
 }
 
 impl PreparedStatement {
@@ -158,6 +199,10 @@ pub struct Session {
     external: Arc<crate::external::ExternalCatalog>,
     /// Point statements sent as text, parsed once per shape.
     parse_cache: ParseCache,
+    /// Counts the SETs this session ran: a plan kept from before one is made again.
+    settings_generation: u64,
+    /// Executions of prepared queries that used a kept plan.
+    kept_plan_executions: u64,
 }
 
 impl Session {
@@ -179,6 +224,8 @@ impl Session {
             copy_in: None,
             external,
             parse_cache: ParseCache::default(),
+            settings_generation: 0,
+            kept_plan_executions: 0,
         }
     }
 
@@ -239,7 +286,11 @@ impl Session {
             if count > 1 && self.block == Block::Idle {
                 self.block = Block::Implicit;
             }
-            let outcome = self.execute_parsed(&parsed, point_shape, None).await;
+            let known = Known {
+                point_shape,
+                plan_slot: None,
+            };
+            let outcome = self.execute_parsed(&parsed, known, None).await;
             let computed_now = index + 1 < count || self.implicit_block_with_writes().await;
             let outcome = match outcome {
                 Ok(result) if computed_now => {
@@ -349,6 +400,7 @@ impl Session {
             ),
             parsed,
             parameter_types: PreparedStatement::infer_parameter_types(described_plan.as_ref()),
+            plan_slot: PlanSlot::default(),
         })
     }
 
@@ -364,19 +416,20 @@ impl Session {
             .transpose()?;
         match &prepared.parsed {
             Some(parsed) => {
-                self.execute_parsed(parsed, Some(prepared.point_shape), params)
-                    .await
+                let known = Known {
+                    point_shape: Some(prepared.point_shape),
+                    plan_slot: Some(&prepared.plan_slot),
+                };
+                self.execute_parsed(parsed, known, params).await
             }
             None => Ok(StatementResult::Command(CommandTag::new(""))),
         }
     }
 
-    /// `point_shape`: whether the statement is known to have a point
-    /// statement's shape (`None`: not worked out yet).
     async fn execute_parsed(
         &mut self,
         parsed: &Parsed,
-        point_shape: Option<bool>,
+        known: Known<'_>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         if self.block == Block::Failed && !ends_block(parsed) {
@@ -388,8 +441,7 @@ impl Session {
         let outcome = match parsed {
             Parsed::Utility(utility) => self.execute_utility(utility).await,
             Parsed::DataFusion(statement) => {
-                self.run_in_transaction(statement, point_shape, params)
-                    .await
+                self.run_in_transaction(statement, known, params).await
             }
         };
         outcome.map_err(|error| self.fail(error))
@@ -400,11 +452,11 @@ impl Session {
     async fn run_in_transaction(
         &mut self,
         statement: &DfStatement,
-        point_shape: Option<bool>,
+        known: Known<'_>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         self.txn.begin_statement(self.isolation()).await;
-        let result = self.execute_statement(statement, point_shape, params).await;
+        let result = self.execute_statement(statement, known, params).await;
         if self.block != Block::Idle {
             return result;
         }
@@ -450,7 +502,7 @@ impl Session {
         else {
             return Err(ZyronError::internal(format!("not a query: {query}")));
         };
-        let result = Box::pin(self.run_in_transaction(&statement, None, None)).await?;
+        let result = Box::pin(self.run_in_transaction(&statement, Known::default(), None)).await?;
         if let StatementResult::Rows { mut stream, .. } = result {
             while let Some(batch) = stream.next().await {
                 batch.map_err(to_zyron_error)?;
@@ -478,14 +530,25 @@ impl Session {
     async fn execute_statement(
         &mut self,
         statement: &DfStatement,
-        point_shape: Option<bool>,
+        known: Known<'_>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
         if let Some(result) = self
-            .execute_point(statement, point_shape, params.as_ref())
+            .execute_point(statement, known.point_shape, params.as_ref())
             .await?
         {
             return Ok(result);
+        }
+        if let (Some(slot), Some(params)) = (known.plan_slot, &params) {
+            let state = self.ctx.state();
+            let kept = slot
+                .plan(&self.ctx, &state, statement, self.settings_generation)
+                .await?;
+            if let Some(kept) = kept {
+                self.kept_plan_executions += u64::from(kept.reused);
+                let plan = plan_cache::bind(kept.plan, params.clone(), &state)?;
+                return query_rows(&state, &plan, Optimized::Yes).await;
+            }
         }
         let mut statement = statement.clone();
         if let datafusion::sql::parser::Statement::CopyTo(copy) = &statement
@@ -521,16 +584,7 @@ impl Session {
         crate::lake::check_lake_writes(&plan, self.in_transaction_block())?;
         let command = statement::command_for_plan(&plan);
         match (command, &plan) {
-            (None, _) => {
-                let schema = Arc::new(plan.schema().as_arrow().clone());
-                let physical = state
-                    .create_physical_plan(&plan)
-                    .await
-                    .map_err(to_zyron_error)?;
-                let stream = datafusion::physical_plan::execute_stream(physical, state.task_ctx())
-                    .map_err(to_zyron_error)?;
-                Ok(StatementResult::Rows { schema, stream })
-            }
+            (None, _) => query_rows(&state, &plan, Optimized::No).await,
             (Some(command), LogicalPlan::Dml(_)) => {
                 // Optimized once: the guard must see the plan DataFusion will run.
                 let optimized = state.optimize(&plan).map_err(to_zyron_error)?;
@@ -978,12 +1032,18 @@ impl Session {
             .then(|| time_zone_offset(value))
             .transpose()?;
         self.settings.set(name, value)?;
+        self.settings_generation += 1;
         if let Some(zone) = zone {
             let state = self.ctx.state_ref();
             let mut state = state.write();
             state.config_mut().options_mut().execution.time_zone = Some(zone);
         }
         Ok(())
+    }
+
+    /// How many executions of prepared queries used a kept plan instead of planning again.
+    pub fn kept_plan_executions(&self) -> u64 {
+        self.kept_plan_executions
     }
 
     /// Whether `name` is a run-time parameter this session knows.

@@ -24,7 +24,11 @@ fn engine_at(dir: &std::path::Path) -> Arc<Engine> {
 
 /// Rows as `a|b|c` strings, in the order returned.
 async fn query(session: &mut Session, sql: &str) -> Vec<String> {
-    let batches = rows(session, sql).await;
+    as_strings(&rows(session, sql).await)
+}
+
+/// Rows as `a|b|c` strings, in the order returned.
+fn as_strings(batches: &[RecordBatch]) -> Vec<String> {
     batches
         .iter()
         .flat_map(|b| {
@@ -36,6 +40,26 @@ async fn query(session: &mut Session, sql: &str) -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// The rows of a prepared query run with BIGINT parameters `params`.
+async fn query_prepared(
+    session: &mut Session,
+    prepared: &zyron_engine::PreparedStatement,
+    params: &[i64],
+) -> zyron_common::Result<Vec<String>> {
+    let params = datafusion::common::ParamValues::List(
+        params
+            .iter()
+            .map(|p| datafusion::common::ScalarValue::Int64(Some(*p)).into())
+            .collect(),
+    );
+    match session.execute_prepared(prepared, Some(params)).await? {
+        StatementResult::Rows { stream, .. } => {
+            Ok(as_strings(&stream.try_collect::<Vec<_>>().await.unwrap()))
+        }
+        other => panic!("{} returned {other:?}", prepared.sql()),
+    }
 }
 
 /// The command tag of a prepared statement run with `params`.
@@ -850,5 +874,60 @@ fn a_few_keys_are_scanned_in_one_partition() {
         let plan = query(&mut s, &explain(full)).await.join("\n");
         assert!(plan.contains("mode=Partial"), "{plan}");
         assert_eq!(query(&mut s, full).await, vec!["20000|400020000"]);
+    });
+}
+
+/// A prepared query keeps its optimized plan between executions and still sees rows written
+/// since; it plans again when a table it reads is replaced or the session runs a SET, and a
+/// query the optimizer would freeze (`now()`) is never kept.
+#[test]
+fn a_prepared_query_keeps_its_plan_until_what_it_reads_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE kept (k BIGINT PRIMARY KEY, v BIGINT)").await;
+        run(&mut s, "INSERT INTO kept VALUES (1, 10), (2, 20), (3, 30)").await;
+        let sum = s
+            .prepare("SELECT count(*), sum(v) FROM kept WHERE k BETWEEN $1 AND $1 + 1")
+            .await
+            .unwrap();
+        assert_eq!(query_prepared(&mut s, &sum, &[1]).await.unwrap(), ["2|30"]);
+        assert_eq!(query_prepared(&mut s, &sum, &[2]).await.unwrap(), ["2|50"]);
+        assert_eq!(s.kept_plan_executions(), 1);
+
+        // The plan is kept, the snapshot is not: a row inserted since is counted.
+        run(&mut s, "INSERT INTO kept VALUES (4, 40)").await;
+        assert_eq!(query_prepared(&mut s, &sum, &[3]).await.unwrap(), ["2|70"]);
+        assert_eq!(s.kept_plan_executions(), 2);
+
+        // Another table under the same name: planned again, and its rows answer.
+        run(&mut s, "DROP TABLE kept").await;
+        run(&mut s, "CREATE TABLE kept (k BIGINT PRIMARY KEY, v BIGINT)").await;
+        run(&mut s, "INSERT INTO kept VALUES (3, 300), (4, 400)").await;
+        assert_eq!(query_prepared(&mut s, &sum, &[3]).await.unwrap(), ["2|700"]);
+        assert_eq!(s.kept_plan_executions(), 2);
+        assert_eq!(query_prepared(&mut s, &sum, &[3]).await.unwrap(), ["2|700"]);
+        assert_eq!(s.kept_plan_executions(), 3);
+
+        // A SET may change how the query plans: planned again.
+        run(&mut s, "SET TimeZone = 'UTC'").await;
+        assert_eq!(query_prepared(&mut s, &sum, &[4]).await.unwrap(), ["1|400"]);
+        assert_eq!(s.kept_plan_executions(), 3);
+
+        // The optimizer folds now() into a constant, so this plan is never kept.
+        let clock = s
+            .prepare("SELECT count(*) FROM kept WHERE k >= $1 AND now() > CAST('2000-01-01' AS TIMESTAMP)")
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            assert_eq!(query_prepared(&mut s, &clock, &[4]).await.unwrap(), ["1"]);
+        }
+        assert_eq!(s.kept_plan_executions(), 3);
+
+        // The table gone: the error a fresh plan gives, not the old table's rows.
+        run(&mut s, "DROP TABLE kept").await;
+        let err = query_prepared(&mut s, &sum, &[3]).await.unwrap_err();
+        assert!(err.to_string().contains("kept"), "{err}");
     });
 }
