@@ -163,6 +163,12 @@ impl PlanSlot {
         }))
     }
 
+    /// Whether the statement was found to be one whose plan cannot be kept: the caller then
+    /// goes straight to the usual path (without copying the session's state for this one).
+    pub fn gave_up(&self) -> bool {
+        matches!(*self.lock(), Slot::Never)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Slot> {
         self.0
             .lock()

@@ -539,7 +539,9 @@ impl Session {
         {
             return Ok(result);
         }
-        if let (Some(slot), Some(params)) = (known.plan_slot, &params) {
+        if let (Some(slot), Some(params)) = (known.plan_slot, &params)
+            && !slot.gave_up()
+        {
             let state = self.ctx.state();
             let kept = slot
                 .plan(&self.ctx, &state, statement, self.settings_generation)
