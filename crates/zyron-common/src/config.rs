@@ -8,6 +8,7 @@
 //! target_partitions = 2
 //! heap_memory_budget_mib = 4096
 //! checkpoint_wal_mib = 256
+//! busy_poll_us = 50
 //! ```
 
 use std::net::SocketAddr;
@@ -21,6 +22,12 @@ use crate::error::{Result, SqlState, ZyronError};
 pub const DEFAULT_DATA_DIR: &str = "./zyron-data";
 /// PostgreSQL's port plus one, so Zyron and PostgreSQL can run side by side.
 pub const DEFAULT_PG_ADDR: &str = "127.0.0.1:5433";
+/// How long an idle server polls a client's socket after a reply: long enough
+/// for a client that answers at once (pgbench, one application connection).
+pub const DEFAULT_BUSY_POLL_US: u64 = 50;
+/// The longest busy-poll budget accepted: past it the server would spend more
+/// on polling than a sleeping thread costs to wake.
+pub const MAX_BUSY_POLL_US: u64 = 10_000;
 
 /// Everything `zyron serve` can be told. Field names are the TOML keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +51,10 @@ pub struct Config {
     pub heap_memory_budget_mib: usize,
     /// A checkpoint is taken after this much WAL, in MiB; it bounds recovery time.
     pub checkpoint_wal_mib: u64,
+    /// After a reply, how long the server polls the client's socket before
+    /// sleeping, in µs, when no other query is running; 0 turns it off. It
+    /// trades idle CPU for the time a sleeping thread takes to wake.
+    pub busy_poll_us: u64,
 }
 
 impl Default for Config {
@@ -57,6 +68,7 @@ impl Default for Config {
             query_memory_limit_mib: 0,
             heap_memory_budget_mib: 4096,
             checkpoint_wal_mib: 256,
+            busy_poll_us: DEFAULT_BUSY_POLL_US,
         }
     }
 }
@@ -77,6 +89,12 @@ impl Config {
         }
         if self.checkpoint_wal_mib == 0 {
             return Err(config_error("checkpoint_wal_mib must be at least 1"));
+        }
+        if self.busy_poll_us > MAX_BUSY_POLL_US {
+            return Err(config_error(format!(
+                "busy_poll_us must be at most {MAX_BUSY_POLL_US}, not {}",
+                self.busy_poll_us
+            )));
         }
         Ok(())
     }
@@ -116,5 +134,14 @@ mod tests {
         assert!(err.message().contains("port"), "{err}");
         let err = Config::from_toml("max_connections = \"lots\"\n").unwrap_err();
         assert!(err.message().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn busy_poll_budget_is_bounded() {
+        let config = Config::from_toml("busy_poll_us = 0\n").unwrap();
+        assert!(config.validate().is_ok());
+        let config = Config::from_toml("busy_poll_us = 10001\n").unwrap();
+        let err = config.validate().unwrap_err();
+        assert!(err.message().contains("busy_poll_us"), "{err}");
     }
 }

@@ -10,5 +10,7 @@ pub mod config;
 pub mod error;
 pub mod hlc;
 
-pub use config::{Config, DEFAULT_DATA_DIR, DEFAULT_PG_ADDR};
+pub use config::{
+    Config, DEFAULT_BUSY_POLL_US, DEFAULT_DATA_DIR, DEFAULT_PG_ADDR, MAX_BUSY_POLL_US,
+};
 pub use error::{Result, SqlState, ZyronError};

@@ -1,6 +1,7 @@
 //! The pgwire handlers of one connection, all backed by one engine session.
 
 use std::fmt::Debug;
+use std::net::TcpStream;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -24,7 +25,8 @@ use pgwire::api::{
 use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute};
+use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute, Sync as SyncMessage};
+use pgwire::messages::response::ReadyForQuery;
 use pgwire::messages::simplequery::Query;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::sync::Mutex;
@@ -33,6 +35,7 @@ use zyron_common::ZyronError;
 use zyron_engine::{PreparedStatement, Session};
 
 use crate::activity::Activity;
+use crate::busy_poll::BusyPoll;
 use crate::deferred_flush::DeferredFlush;
 use crate::encode::{self, error_info, to_pgwire_error};
 
@@ -48,6 +51,7 @@ impl ConnectionHandlers {
         manager: Arc<ConnectionManager>,
         cancel: Arc<DefaultCancelHandler>,
         activity: Arc<Activity>,
+        busy_poll: Option<(Arc<BusyPoll>, TcpStream)>,
     ) -> Self {
         let session = Arc::new(Mutex::new(session));
         let backend = Arc::new(Backend {
@@ -57,6 +61,7 @@ impl ConnectionHandlers {
             session,
             manager,
             activity,
+            busy_poll,
         });
         Self { backend, cancel }
     }
@@ -89,6 +94,18 @@ pub struct Backend {
     parser: Arc<Parser>,
     manager: Arc<ConnectionManager>,
     activity: Arc<Activity>,
+    /// The server's policy and this connection's socket to peek at.
+    busy_poll: Option<(Arc<BusyPoll>, TcpStream)>,
+}
+
+impl Backend {
+    /// Called once ReadyForQuery has left: keeps the thread awake for a
+    /// client that sends its next statement at once (see `busy_poll`).
+    async fn await_next_message(&self) {
+        if let Some((policy, socket)) = &self.busy_poll {
+            policy.wait_readable(socket).await;
+        }
+    }
 }
 
 #[async_trait]
@@ -136,8 +153,11 @@ impl SimpleQueryHandler for Backend {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         // Busy from the query's arrival until ReadyForQuery is sent.
-        let _busy = self.activity.begin();
-        self._on_query(client, query).await
+        let busy = self.activity.begin();
+        let result = self._on_query(client, query).await;
+        drop(busy);
+        self.await_next_message().await;
+        result
     }
 
     async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -171,6 +191,24 @@ impl ExtendedQueryHandler for Backend {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         Arc::clone(&self.parser)
+    }
+
+    /// pgwire's own Sync handling, then a busy-poll for the next message.
+    async fn on_sync<C>(&self, client: &mut C, _message: SyncMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client.portal_store().rm_portal(DEFAULT_NAME);
+        let ready = ReadyForQuery::new(client.transaction_status());
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ready))
+            .await?;
+        client.flush().await?;
+        self.await_next_message().await;
+        Ok(())
     }
 
     async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>

@@ -5,9 +5,10 @@
 //! extended-query state machine are `pgwire`'s; this crate maps SQL results to
 //! wire messages (types through `arrow-pg`, in text and binary formats),
 //! errors to ErrorResponse with their SQLSTATE, and implements the server's
-//! connection limit and graceful shutdown.
+//! connection limit, graceful shutdown and busy-polling (see `busy_poll`).
 
 mod activity;
+mod busy_poll;
 mod deferred_flush;
 mod encode;
 mod handler;

@@ -13,10 +13,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use zyron_common::SqlState;
+use zyron_common::{DEFAULT_BUSY_POLL_US, SqlState};
 use zyron_engine::Engine;
 
 use crate::activity::Activity;
+use crate::busy_poll::{BusyPoll, peek_handle};
 use crate::handler::ConnectionHandlers;
 
 /// Limits of the wire listener.
@@ -26,6 +27,9 @@ pub struct GatewayOptions {
     pub max_connections: usize,
     /// On shutdown, how long an in-flight query may run before it is cancelled.
     pub shutdown_grace_ms: u64,
+    /// After a reply, how long an otherwise idle server polls the client's
+    /// socket before sleeping (see `busy_poll`); 0 turns polling off.
+    pub busy_poll_us: u64,
 }
 
 impl Default for GatewayOptions {
@@ -33,6 +37,7 @@ impl Default for GatewayOptions {
         Self {
             max_connections: 100,
             shutdown_grace_ms: 10_000,
+            busy_poll_us: DEFAULT_BUSY_POLL_US,
         }
     }
 }
@@ -56,6 +61,9 @@ pub struct PgServer {
     manager: Arc<ConnectionManager>,
     cancel: Arc<DefaultCancelHandler>,
     in_flight: Arc<AtomicUsize>,
+    /// Connections being served.
+    open: Arc<AtomicUsize>,
+    busy_poll: Arc<BusyPoll>,
 }
 
 /// How one connection ended.
@@ -78,13 +86,22 @@ impl PgServer {
         let listener = TcpListener::bind(addr).await?;
         let manager = Arc::new(ConnectionManager::new());
         let cancel = Arc::new(DefaultCancelHandler::new(Arc::clone(&manager)));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let busy_poll = Arc::new(BusyPoll::new(
+            options.busy_poll_us,
+            Arc::clone(&in_flight),
+            Arc::clone(&open),
+        ));
         Ok(Self {
             listener,
             engine,
             options,
             manager,
             cancel,
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight,
+            open,
+            busy_poll,
         })
     }
 
@@ -102,7 +119,7 @@ impl PgServer {
     /// tells every client `57P01` and closes its connection.
     pub async fn run(self, shutdown: CancellationToken) -> io::Result<ServerStats> {
         let mut stats = ServerStats::default();
-        let open = Arc::new(AtomicUsize::new(0));
+        let open = Arc::clone(&self.open);
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -158,6 +175,7 @@ impl PgServer {
             Arc::clone(&self.manager),
             Arc::clone(&self.cancel),
             Arc::clone(&activity),
+            peek_handle(&stream).map(|socket| (Arc::clone(&self.busy_poll), socket)),
         );
         let grace = Duration::from_millis(self.options.shutdown_grace_ms);
         async move {

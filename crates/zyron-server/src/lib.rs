@@ -103,6 +103,7 @@ pub async fn start(
     let gateway = GatewayOptions {
         max_connections: config.max_connections,
         shutdown_grace_ms: config.shutdown_grace_ms,
+        busy_poll_us: config.busy_poll_us,
     };
     let server = PgServer::bind(config.pg_listen, engine, gateway)
         .await
