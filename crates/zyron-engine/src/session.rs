@@ -539,6 +539,22 @@ impl Session {
         {
             return Ok(result);
         }
+        // Boxed: DataFusion's planning futures are tens of kB, and every layer
+        // above moves this future by value (see `execute_planned`).
+        Box::pin(self.execute_planned(statement, known, params)).await
+    }
+
+    /// Plans `statement` with DataFusion (or takes its kept plan) and runs it.
+    /// Kept apart from the point path so that the futures of statements that
+    /// never plan (point statements, BEGIN, COMMIT) stay small: 7.7 kB with
+    /// this one inline, 2.2 kB without; memmove was 8% of the server's CPU on
+    /// 16 clients running empty transactions when they held it.
+    async fn execute_planned(
+        &mut self,
+        statement: &DfStatement,
+        known: Known<'_>,
+        params: Option<ParamValues>,
+    ) -> Result<StatementResult> {
         if let (Some(slot), Some(params)) = (known.plan_slot, &params)
             && !slot.gave_up()
         {
