@@ -539,7 +539,7 @@ impl Session {
         {
             return Ok(result);
         }
-        // Boxed: DataFusion's planning futures are tens of kB, and every layer
+        // Boxed: DataFusion's planning futures are several kB, and every layer
         // above moves this future by value (see `execute_planned`).
         Box::pin(self.execute_planned(statement, known, params)).await
     }
