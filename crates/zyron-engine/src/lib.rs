@@ -33,6 +33,7 @@ pub mod external;
 pub mod heap;
 pub mod lake;
 mod leaf_exec;
+mod params;
 mod parse_cache;
 mod plan_cache;
 mod session;

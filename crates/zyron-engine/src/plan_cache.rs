@@ -15,8 +15,29 @@
 //!
 //! A query that reads anything the catalog cannot vouch for, such as a table function like
 //! `read_zyr('...')`, is never kept.
+//!
+//! Planning the physical side at each execution still cost more than reading a 1,000-key
+//! range (DataFusion's physical optimizer rebuilds each node several times, computing its
+//! statistics each time). So a kept plan also keeps a physical [`Template`] when it can: its
+//! placeholders read their values from a cell ([`crate::params`]), and an execution puts the
+//! values in the cell, rebinds each heap scan to the statement's snapshot and the index
+//! entries those values select (keeping its partitions, so the plan above stays right), and
+//! runs it. A template serves one execution at a time (a portal suspended mid-result still
+//! reads its cell): a second one meanwhile is planned the usual way. It is made only when
+//! every leaf of the physical plan is a heap scan or reads nothing, because any other
+//! source fixes what it reads (files, a table version) when it is planned.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::Transformed;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use futures::StreamExt;
 
 use datafusion::catalog::TableProvider;
 use datafusion::catalog::default_table_source::source_as_provider;
@@ -33,7 +54,8 @@ use zyron_common::Result;
 use zyron_heap::table::HeapTable;
 
 use crate::errors::to_zyron_error;
-use crate::heap::HeapTableProvider;
+use crate::heap::{HeapScanExec, HeapTableProvider};
+use crate::params::{self, ParamCell, ParamTypes};
 use crate::statement;
 
 /// A prepared statement's place for its plan. Clones share it.
@@ -66,6 +88,106 @@ struct KeptPlan {
     relations: Vec<(TableReference, Relation)>,
     /// The session's settings generation when the plan was made.
     settings_generation: u64,
+    physical: Physical,
+}
+
+#[derive(Debug, Clone)]
+enum Physical {
+    /// Not tried yet.
+    Untried,
+    /// The plan cannot keep a physical template (see the module documentation).
+    Never,
+    Ready(Arc<Template>),
+}
+
+/// A kept plan's physical side, made once, run by every execution with its own parameters.
+pub struct Template {
+    /// Its heap scans unpinned: each execution runs rebound copies.
+    plan: Arc<dyn ExecutionPlan>,
+    cell: Arc<ParamCell>,
+    types: ParamTypes,
+    task_ctx: Arc<TaskContext>,
+    schema: SchemaRef,
+    /// Whether a stream of an execution is still open (it reads the cell).
+    in_use: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Template")
+            .field("types", &self.types)
+            .finish()
+    }
+}
+
+/// Rows of one execution: the schema and the stream.
+pub type Rows = (SchemaRef, SendableRecordBatchStream);
+
+impl Template {
+    /// Runs the template with `values` as its parameters; `None` if the values do not
+    /// convert to the parameters' types or another execution's stream is still open.
+    fn run(&self, values: Vec<datafusion::common::ScalarValue>) -> Result<Option<Rows>> {
+        let Some(values) = params::conform(values, &self.types) else {
+            return Ok(None);
+        };
+        if self.in_use.swap(true, Ordering::Acquire) {
+            return Ok(None);
+        }
+        let released = Release(self.in_use.clone());
+        self.cell.set(values);
+        let plan = rebind(&self.plan).map_err(to_zyron_error)?;
+        let stream = execute_stream(plan, self.task_ctx.clone()).map_err(to_zyron_error)?;
+        let stream = stream.map(move |batch| {
+            let _held_until_the_stream_ends = &released;
+            batch
+        });
+        let stream = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
+        Ok(Some((self.schema.clone(), Box::pin(stream))))
+    }
+}
+
+/// Marks a template free again when an execution's stream is dropped.
+struct Release(Arc<AtomicBool>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A copy of `plan` for one execution: each heap scan rebound to the statement now running,
+/// every other node with fresh execution state.
+fn rebind(plan: &Arc<dyn ExecutionPlan>) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+    plan.clone()
+        .transform_up(|node| {
+            let any: &dyn std::any::Any = node.as_ref();
+            let fresh: Arc<dyn ExecutionPlan> = match any.downcast_ref::<HeapScanExec>() {
+                Some(scan) => Arc::new(scan.rebound()?),
+                None => node.reset_state()?,
+            };
+            Ok(Transformed::yes(fresh))
+        })
+        .map(|t| t.data)
+}
+
+/// `plan` with its heap scans unpinned, to be kept; `None` if a leaf is neither a heap scan
+/// nor a node that reads nothing.
+fn keepable_physical(
+    plan: Arc<dyn ExecutionPlan>,
+) -> datafusion::common::Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut keepable = true;
+    let kept = plan
+        .transform_up(|node| {
+            let any: &dyn std::any::Any = node.as_ref();
+            if let Some(scan) = any.downcast_ref::<HeapScanExec>() {
+                return Ok(Transformed::yes(Arc::new(scan.unpinned()) as _));
+            }
+            let reads_nothing = any.is::<EmptyExec>() || any.is::<PlaceholderRowExec>();
+            keepable &= !node.children().is_empty() || reads_nothing;
+            Ok(Transformed::no(node))
+        })?
+        .data;
+    Ok(keepable.then_some(kept))
 }
 
 /// What a name resolved to. Holding it keeps its address from being reused, so an address
@@ -156,11 +278,102 @@ impl PlanSlot {
             plan: plan.clone(),
             relations,
             settings_generation,
+            physical: Physical::Untried,
         });
         Ok(Some(SlotPlan {
             plan,
             reused: false,
         }))
+    }
+
+    /// Runs the kept physical template with `params`, if there is one, it still describes
+    /// the query, and it is free; `None` sends the caller to [`PlanSlot::plan`].
+    pub async fn run_template(
+        &self,
+        ctx: &SessionContext,
+        settings_generation: u64,
+        params: &ParamValues,
+    ) -> Result<Option<Rows>> {
+        let (template, relations) = match &*self.lock() {
+            Slot::Kept(KeptPlan {
+                physical: Physical::Ready(template),
+                relations,
+                settings_generation: generation,
+                ..
+            }) if *generation == settings_generation => (template.clone(), relations.clone()),
+            _ => return Ok(None),
+        };
+        let Some(values) = list_values(params) else {
+            return Ok(None);
+        };
+        if !still_resolves(ctx, &relations).await {
+            return Ok(None);
+        }
+        template.run(values)
+    }
+
+    /// Makes the physical template of `plan` (the optimized plan [`PlanSlot::plan`] gave,
+    /// placeholders and all) if none was tried yet, and runs it with `params`. `None` when
+    /// the plan cannot keep one or this execution cannot use it: the caller binds the
+    /// parameters and plans as usual.
+    pub async fn make_template(
+        &self,
+        plan: &LogicalPlan,
+        state: &SessionState,
+        params: &ParamValues,
+    ) -> Result<Option<Rows>> {
+        if !matches!(
+            &*self.lock(),
+            Slot::Kept(KeptPlan {
+                physical: Physical::Untried,
+                ..
+            })
+        ) {
+            return Ok(None);
+        }
+        let Some(values) = list_values(params) else {
+            return Ok(None);
+        };
+        let cell = Arc::new(ParamCell::default());
+        let Some((reading, types)) = params::read_from_cell(plan, &cell).map_err(to_zyron_error)?
+        else {
+            self.set_physical(Physical::Never);
+            return Ok(None);
+        };
+        let Some(first) = params::conform(values.clone(), &types) else {
+            return Ok(None);
+        };
+        // The scans look the index up for these values while they are planned.
+        cell.set(first);
+        let physical = match state
+            .query_planner()
+            .create_physical_plan(&reading, state)
+            .await
+        {
+            Ok(physical) => keepable_physical(physical).map_err(to_zyron_error)?,
+            // Planned as usual, it reports its own error (or plans some other way).
+            Err(_) => None,
+        };
+        let Some(physical) = physical else {
+            self.set_physical(Physical::Never);
+            return Ok(None);
+        };
+        let template = Arc::new(Template {
+            plan: physical,
+            cell,
+            types,
+            task_ctx: state.task_ctx(),
+            schema: Arc::new(plan.schema().as_arrow().clone()),
+            in_use: Arc::new(AtomicBool::new(false)),
+        });
+        self.set_physical(Physical::Ready(template.clone()));
+        template.run(values)
+    }
+
+    fn set_physical(&self, physical: Physical) {
+        if let Slot::Kept(kept) = &mut *self.lock() {
+            kept.physical = physical;
+        }
     }
 
     /// Whether the statement was found to be one whose plan cannot be kept: the caller then
@@ -183,6 +396,14 @@ pub fn bind(plan: LogicalPlan, params: ParamValues, state: &SessionState) -> Res
     Optimizer::with_rules(vec![Arc::new(SimplifyExpressions::new())])
         .optimize(bound, state, |_, _| {})
         .map_err(to_zyron_error)
+}
+
+/// Positional parameter values (`$1`, `$2`, ...); `None` for named ones.
+fn list_values(params: &ParamValues) -> Option<Vec<datafusion::common::ScalarValue>> {
+    match params {
+        ParamValues::List(list) => Some(list.iter().map(|v| v.value.clone()).collect()),
+        ParamValues::Map(_) => None,
+    }
 }
 
 fn is_query(statement: &DfStatement) -> bool {

@@ -203,6 +203,8 @@ pub struct Session {
     settings_generation: u64,
     /// Executions of prepared queries that used a kept plan.
     kept_plan_executions: u64,
+    /// Of those, the ones that ran a kept physical plan (see `plan_cache`).
+    kept_physical_executions: u64,
 }
 
 impl Session {
@@ -226,6 +228,7 @@ impl Session {
             parse_cache: ParseCache::default(),
             settings_generation: 0,
             kept_plan_executions: 0,
+            kept_physical_executions: 0,
         }
     }
 
@@ -558,12 +561,25 @@ impl Session {
         if let (Some(slot), Some(params)) = (known.plan_slot, &params)
             && !slot.gave_up()
         {
+            let template = slot
+                .run_template(&self.ctx, self.settings_generation, params)
+                .await?;
+            if let Some((schema, stream)) = template {
+                self.kept_plan_executions += 1;
+                self.kept_physical_executions += 1;
+                return Ok(StatementResult::Rows { schema, stream });
+            }
             let state = self.ctx.state();
             let kept = slot
                 .plan(&self.ctx, &state, statement, self.settings_generation)
                 .await?;
             if let Some(kept) = kept {
                 self.kept_plan_executions += u64::from(kept.reused);
+                if let Some((schema, stream)) =
+                    slot.make_template(&kept.plan, &state, params).await?
+                {
+                    return Ok(StatementResult::Rows { schema, stream });
+                }
                 let plan = plan_cache::bind(kept.plan, params.clone(), &state)?;
                 return query_rows(&state, &plan, Optimized::Yes).await;
             }
@@ -1062,6 +1078,11 @@ impl Session {
     /// How many executions of prepared queries used a kept plan instead of planning again.
     pub fn kept_plan_executions(&self) -> u64 {
         self.kept_plan_executions
+    }
+
+    /// How many of those ran a kept physical plan, skipping physical planning too.
+    pub fn kept_physical_executions(&self) -> u64 {
+        self.kept_physical_executions
     }
 
     /// Whether `name` is a run-time parameter this session knows.

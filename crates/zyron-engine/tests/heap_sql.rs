@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::common::ScalarValue;
 use futures::TryStreamExt;
 use zyron_common::SqlState;
 use zyron_engine::{Engine, EngineOptions, Session, StatementResult};
@@ -48,16 +49,24 @@ async fn query_prepared(
     prepared: &zyron_engine::PreparedStatement,
     params: &[i64],
 ) -> zyron_common::Result<Vec<String>> {
-    let params = datafusion::common::ParamValues::List(
-        params
-            .iter()
-            .map(|p| datafusion::common::ScalarValue::Int64(Some(*p)).into())
-            .collect(),
-    );
+    let values = params
+        .iter()
+        .map(|p| ScalarValue::Int64(Some(*p)))
+        .collect();
+    let stream = start_prepared(session, prepared, values).await?;
+    Ok(as_strings(&stream.try_collect::<Vec<_>>().await.unwrap()))
+}
+
+/// The result stream of a prepared query run with `values`, not read yet.
+async fn start_prepared(
+    session: &mut Session,
+    prepared: &zyron_engine::PreparedStatement,
+    values: Vec<ScalarValue>,
+) -> zyron_common::Result<datafusion::execution::SendableRecordBatchStream> {
+    let params =
+        datafusion::common::ParamValues::List(values.into_iter().map(Into::into).collect());
     match session.execute_prepared(prepared, Some(params)).await? {
-        StatementResult::Rows { stream, .. } => {
-            Ok(as_strings(&stream.try_collect::<Vec<_>>().await.unwrap()))
-        }
+        StatementResult::Rows { stream, .. } => Ok(stream),
         other => panic!("{} returned {other:?}", prepared.sql()),
     }
 }
@@ -929,6 +938,165 @@ fn a_prepared_query_keeps_its_plan_until_what_it_reads_is_replaced() {
         run(&mut s, "DROP TABLE kept").await;
         let err = query_prepared(&mut s, &sum, &[3]).await.unwrap_err();
         assert!(err.to_string().contains("kept"), "{err}");
+    });
+}
+
+/// A kept physical plan runs each execution with that execution's parameters
+/// and snapshot: key ranges follow the values, rows written since are read,
+/// a transaction sees its own writes, NULL finds nothing, and a full scan split
+/// over partitions covers pages added since it was planned. An execution while
+/// another's stream is still open plans the usual way, and both answer right.
+#[test]
+fn a_kept_physical_plan_reads_each_executions_parameters_and_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineOptions {
+        data_dir: Some(dir.path().to_path_buf()),
+        target_partitions: 2,
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    let mut s = engine.new_session();
+    block_on(async {
+        run(&mut s, "CREATE TABLE r (k BIGINT PRIMARY KEY, v BIGINT)").await;
+        run(
+            &mut s,
+            "INSERT INTO r SELECT value, value * 2 FROM generate_series(1, 5000)",
+        )
+        .await;
+        let range = s
+            .prepare("SELECT count(*), sum(v) FROM r WHERE k BETWEEN $1 AND $2")
+            .await
+            .unwrap();
+        // sum of 2k over [lo, hi]
+        let expect = |lo: i64, hi: i64| {
+            let n = (hi - lo + 1).max(0);
+            let sum = if n == 0 {
+                "".to_owned()
+            } else {
+                (n * (lo + hi)).to_string()
+            };
+            vec![format!("{n}|{sum}")]
+        };
+        for (lo, hi) in [(1, 100), (4001, 5000), (2500, 2500), (10, 9), (4990, 6000)] {
+            let got = query_prepared(&mut s, &range, &[lo, hi]).await.unwrap();
+            assert_eq!(got, expect(lo, hi.min(5000)), "[{lo}, {hi}]");
+        }
+        assert_eq!(s.kept_physical_executions(), 4);
+
+        // Rows written since the plan was made are read.
+        run(
+            &mut s,
+            "INSERT INTO r SELECT value, value * 2 FROM generate_series(5001, 30000)",
+        )
+        .await;
+        assert_eq!(
+            query_prepared(&mut s, &range, &[4990, 6000]).await.unwrap(),
+            expect(4990, 6000)
+        );
+        // A transaction's own delete is seen by it, and by no one else until it commits.
+        let mut other = engine.new_session();
+        let other_range = other.prepare(range.sql()).await.unwrap();
+        for _ in 0..2 {
+            let got = query_prepared(&mut other, &other_range, &[1, 10])
+                .await
+                .unwrap();
+            assert_eq!(got, expect(1, 10));
+        }
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "DELETE FROM r WHERE k = 5").await;
+        assert_eq!(
+            query_prepared(&mut s, &range, &[1, 10]).await.unwrap(),
+            ["9|100"]
+        );
+        assert_eq!(
+            query_prepared(&mut other, &other_range, &[1, 10])
+                .await
+                .unwrap(),
+            expect(1, 10)
+        );
+        run(&mut s, "COMMIT").await;
+        assert_eq!(
+            query_prepared(&mut other, &other_range, &[1, 10])
+                .await
+                .unwrap(),
+            ["9|100"]
+        );
+        run(&mut s, "INSERT INTO r VALUES (5, 10)").await;
+
+        // NULL bounds select nothing.
+        let stream = start_prepared(
+            &mut s,
+            &range,
+            vec![ScalarValue::Int64(None), ScalarValue::Int64(Some(9))],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            as_strings(&stream.try_collect::<Vec<_>>().await.unwrap()),
+            ["0|"]
+        );
+
+        // A bound computed from a parameter (the index is looked up for 11..=20).
+        let computed = s
+            .prepare("SELECT count(*), sum(v) FROM r WHERE k BETWEEN $1 AND $1 + 9")
+            .await
+            .unwrap();
+        for lo in [1, 11, 29_995] {
+            let got = query_prepared(&mut s, &computed, &[lo]).await.unwrap();
+            assert_eq!(got, expect(lo, (lo + 9).min(30_000)), "from {lo}");
+        }
+
+        // Parameters outside the key, in the projection, over a scan of every page.
+        let scaled = s
+            .prepare("SELECT count(*), sum(v * $1) FROM r WHERE v > $2")
+            .await
+            .unwrap();
+        let physical_before = s.kept_physical_executions();
+        let mut rows_in_table = 30_000;
+        for (factor, above) in [(1, 0), (3, 59_000), (2, 0)] {
+            let got = query_prepared(&mut s, &scaled, &[factor, above])
+                .await
+                .unwrap();
+            let rows: Vec<i64> = (1..=rows_in_table).filter(|k| k * 2 > above).collect();
+            let sum: i64 = rows.iter().map(|k| k * 2 * factor).sum();
+            assert_eq!(
+                got,
+                [format!("{}|{sum}", rows.len())],
+                "x{factor} above {above}"
+            );
+            if factor == 3 {
+                // More pages than when the plan was made.
+                run(
+                    &mut s,
+                    "INSERT INTO r SELECT value, value * 2 FROM generate_series(30001, 60000)",
+                )
+                .await;
+                rows_in_table = 60_000;
+            }
+        }
+        assert_eq!(s.kept_physical_executions(), physical_before + 2);
+
+        // A second execution while the first one's rows are unread: planned apart.
+        let physical_before = s.kept_physical_executions();
+        let first = start_prepared(
+            &mut s,
+            &range,
+            vec![ScalarValue::Int64(Some(1)), ScalarValue::Int64(Some(10))],
+        )
+        .await
+        .unwrap();
+        let second = query_prepared(&mut s, &range, &[11, 20]).await.unwrap();
+        assert_eq!(second, expect(11, 20));
+        assert_eq!(
+            as_strings(&first.try_collect::<Vec<_>>().await.unwrap()),
+            expect(1, 10)
+        );
+        assert_eq!(s.kept_physical_executions(), physical_before + 1);
+        assert_eq!(
+            query_prepared(&mut s, &range, &[21, 30]).await.unwrap(),
+            expect(21, 30)
+        );
+        assert_eq!(s.kept_physical_executions(), physical_before + 2);
     });
 }
 

@@ -29,6 +29,7 @@ pub use ddl::{
 };
 pub use point::{Outcome as PointOutcome, execute as execute_point, is_point_shape};
 pub use provider::HeapTableProvider;
+pub(crate) use scan::HeapScanExec;
 pub use schema::{HeapSchema, SharedTables};
 pub use write::guard_dml_input;
 

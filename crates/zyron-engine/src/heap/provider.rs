@@ -16,9 +16,9 @@ use zyron_common::ZyronError;
 use zyron_heap::Store;
 use zyron_heap::table::HeapTable;
 
-use super::scan::{HeapScanExec, key_lookup};
+use super::scan::{HeapScanExec, ScanSource};
 use super::write::{self, Check};
-use super::{SessionTxn, committed_snapshot, to_df};
+use super::{SessionTxn, to_df};
 
 pub struct HeapTableProvider {
     table: Arc<HeapTable>,
@@ -147,17 +147,15 @@ impl TableProvider for HeapTableProvider {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let snapshot = match &self.session {
-            Some(session) => session.snapshot(),
-            None => committed_snapshot(&self.store),
+        let source = ScanSource {
+            table: self.table.clone(),
+            store: self.store.clone(),
+            session: self.session.clone(),
+            filters: filters.to_vec(),
         };
-        let slots = key_lookup(&self.table, &snapshot, filters)?;
         Ok(Arc::new(HeapScanExec::new(
-            self.table.clone(),
-            self.store.clone(),
-            snapshot,
+            source,
             projection.cloned(),
-            slots,
             state.config().target_partitions(),
         )?))
     }

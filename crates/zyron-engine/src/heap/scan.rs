@@ -23,7 +23,8 @@ use zyron_heap::Store;
 use zyron_heap::table::{HeapTable, PAGE_SLOTS};
 use zyron_txn::Snapshot;
 
-use super::to_df;
+use super::{SessionTxn, committed_snapshot, to_df};
+use crate::params;
 
 /// Pages decoded into one batch: 8 pages of 1,024 slots.
 const PAGES_PER_BATCH: usize = 8;
@@ -54,42 +55,82 @@ enum Work {
     Slots(Arc<Vec<u64>>),
 }
 
+/// Where a scan reads from, and what it needs to read there again at a later
+/// snapshot (a kept physical plan runs its scans again, see [`HeapScanExec::rebound`]).
+#[derive(Clone)]
+pub struct ScanSource {
+    pub table: Arc<HeapTable>,
+    pub store: Arc<Store>,
+    /// The session whose statement's snapshot the scan reads at; `None` reads
+    /// everything committed.
+    pub session: Option<Arc<SessionTxn>>,
+    /// The filters DataFusion pushed down; they may read parameters.
+    pub filters: Vec<Expr>,
+}
+
+impl ScanSource {
+    fn snapshot(&self) -> Snapshot {
+        match &self.session {
+            Some(session) => session.snapshot(),
+            None => committed_snapshot(&self.store),
+        }
+    }
+
+    /// The slots the index names for the filters with their parameters' current values.
+    fn key_slots(&self, snapshot: &Snapshot) -> Result<Option<Vec<u64>>> {
+        if !self.filters.iter().any(params::reads_params) {
+            return key_lookup(&self.table, snapshot, &self.filters);
+        }
+        let bound = self
+            .filters
+            .iter()
+            .map(params::with_current_values)
+            .collect::<Result<Vec<_>>>()?;
+        key_lookup(&self.table, snapshot, &bound)
+    }
+}
+
 pub struct HeapScanExec {
-    table: Arc<HeapTable>,
+    source: ScanSource,
     snapshot: Snapshot,
     projection: Option<Vec<usize>>,
     partitions: Vec<Work>,
     schema: SchemaRef,
-    pin: Arc<Pin>,
+    /// `None` in a kept plan's copy, which never runs (it would hold back
+    /// garbage collection for as long as the plan is kept).
+    pin: Option<Arc<Pin>>,
     properties: Arc<PlanProperties>,
 }
 
 impl fmt::Debug for HeapScanExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeapScanExec")
-            .field("table", &self.table.def().name)
+            .field("table", &self.source.table.def().name)
             .finish()
     }
 }
 
 impl HeapScanExec {
+    /// A scan at the snapshot of the source's statement, through the index
+    /// when the filters pin the key.
     pub fn new(
-        table: Arc<HeapTable>,
-        store: Arc<Store>,
-        snapshot: Snapshot,
+        source: ScanSource,
         projection: Option<Vec<usize>>,
-        slots: Option<Vec<u64>>,
         target_partitions: usize,
     ) -> Result<Self> {
-        let full = table.codec().nullable_schema().clone();
+        let snapshot = source.snapshot();
+        let slots = source.key_slots(&snapshot)?;
+        let full = source.table.codec().nullable_schema().clone();
         let schema = match &projection {
             Some(p) => Arc::new(full.project(p)?),
             None => full,
         };
-        let partitions = match slots {
-            Some(slots) => vec![Work::Slots(Arc::new(slots))],
-            None => split_pages(table.page_count(), target_partitions.max(1)),
+        let pages = source.table.page_count();
+        let parts = match slots {
+            Some(_) => 1,
+            None => target_partitions.clamp(1, pages.max(1)),
         };
+        let partitions = shape_work(slots, pages, parts);
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(partitions.len()),
@@ -97,8 +138,8 @@ impl HeapScanExec {
             Boundedness::Bounded,
         );
         Ok(Self {
-            pin: Pin::new(store, snapshot.read_ts),
-            table,
+            pin: Some(Pin::new(source.store.clone(), snapshot.read_ts)),
+            source,
             snapshot,
             projection,
             partitions,
@@ -106,10 +147,55 @@ impl HeapScanExec {
             properties: Arc::new(properties),
         })
     }
+
+    /// The same scan for a new execution of a kept plan: at the snapshot of the
+    /// statement now running, with the index looked up for the parameters' values
+    /// now, in as many partitions as before, so that the plan above it, made for
+    /// that many, still holds (it keeps its properties).
+    pub fn rebound(&self) -> Result<Self> {
+        let snapshot = self.source.snapshot();
+        let slots = self.source.key_slots(&snapshot)?;
+        let pages = self.source.table.page_count();
+        Ok(Self {
+            pin: Some(Pin::new(self.source.store.clone(), snapshot.read_ts)),
+            source: self.source.clone(),
+            snapshot,
+            projection: self.projection.clone(),
+            partitions: shape_work(slots, pages, self.partitions.len()),
+            schema: self.schema.clone(),
+            properties: self.properties.clone(),
+        })
+    }
+
+    /// This scan without its hold on garbage collection, to be kept (not run).
+    pub fn unpinned(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            snapshot: self.snapshot,
+            projection: self.projection.clone(),
+            partitions: self.partitions.clone(),
+            schema: self.schema.clone(),
+            pin: None,
+            properties: self.properties.clone(),
+        }
+    }
 }
 
+/// The work of `parts` partitions: the index's slots in the first (the others
+/// empty), or the pages split evenly.
+fn shape_work(slots: Option<Vec<u64>>, pages: usize, parts: usize) -> Vec<Work> {
+    assert!(parts >= 1, "a scan has at least one partition");
+    match slots {
+        Some(slots) => std::iter::once(Work::Slots(Arc::new(slots)))
+            .chain((1..parts).map(|_| Work::Pages(0..0)))
+            .collect(),
+        None => split_pages(pages, parts),
+    }
+}
+
+/// `pages` split into exactly `parts` ranges, as even as can be (some empty
+/// when there are fewer pages than parts).
 fn split_pages(pages: usize, parts: usize) -> Vec<Work> {
-    let parts = parts.min(pages.max(1));
     let per = pages.div_ceil(parts).max(1);
     (0..parts)
         .map(|i| Work::Pages((i * per).min(pages)..((i + 1) * per).min(pages)))
@@ -120,12 +206,12 @@ impl DisplayAs for HeapScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let how = match self.partitions.first() {
             Some(Work::Slots(slots)) => format!("index lookup of {} keys", slots.len()),
-            _ => format!("{} pages", self.table.page_count()),
+            _ => format!("{} pages", self.source.table.page_count()),
         };
         write!(
             f,
             "HeapScanExec: table={}, {how}, projection={:?}",
-            self.table.def().name,
+            self.source.table.def().name,
             self.projection
         )
     }
@@ -147,11 +233,16 @@ impl ExecutionPlan for HeapScanExec {
             .get(partition)
             .cloned()
             .unwrap_or(Work::Pages(0..0));
-        let (table, snapshot, projection, pin) = (
-            self.table.clone(),
+        let Some(pin) = self.pin.clone() else {
+            return datafusion::common::internal_err!(
+                "a kept plan's scan of {} ran without being rebound",
+                self.source.table.def().name
+            );
+        };
+        let (table, snapshot, projection) = (
+            self.source.table.clone(),
             self.snapshot,
             self.projection.clone(),
-            self.pin.clone(),
         );
         let batches: Box<dyn Iterator<Item = Result<RecordBatch>> + Send> = match work {
             Work::Pages(pages) => {
