@@ -190,7 +190,7 @@ async fn storage_suite() {
     let rows: i64 = run_record.scale().pick(100_000, 2_000_000);
     let rounds = run_record.scale().pick(1, 3);
     let scans = run_record.scale().pick(2, 5);
-    let ranges = run_record.scale().pick(50, 500);
+    let ranges = run_record.scale().pick(50, 5_000);
     let zyron_dir = tempfile::tempdir().unwrap();
     let zyron = ZyronProcess::start(zyron_dir.path(), "").unwrap();
     let zyron_client = zyron.connect().await;
