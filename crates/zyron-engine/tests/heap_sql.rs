@@ -1097,6 +1097,12 @@ fn a_kept_physical_plan_reads_each_executions_parameters_and_snapshot() {
             expect(21, 30)
         );
         assert_eq!(s.kept_physical_executions(), physical_before + 2);
+
+        // Kept plans hold no snapshot: with no transaction open, nothing holds
+        // garbage collection below the newest commit.
+        run(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1").await;
+        let txns = engine.store().txns();
+        assert_eq!(txns.gc_horizon(), txns.visible_ts());
     });
 }
 
