@@ -503,6 +503,49 @@ impl HeapTable {
 
     /// Takes back one change of `txn` (changes are undone newest first).
     /// `key` is the row's primary key, for an undone insert that empties its slot.
+    /// Undoes `change` in each of `slots`, last first. `frees_key`: the changes are
+    /// inserts of keyed rows, whose keys are read back from the rows (a chunk at a time)
+    /// so that a slot left empty also leaves the index.
+    pub fn undo_run(
+        &self,
+        slots: std::ops::Range<u64>,
+        txn: TxnId,
+        change: Change,
+        frees_key: bool,
+    ) {
+        const CHUNK_ROWS: u64 = 1024;
+        if !frees_key || self.key.is_none() {
+            for slot in slots.rev() {
+                self.undo(slot, txn, change, None);
+            }
+            return;
+        }
+        let mut end = slots.end;
+        while end > slots.start {
+            let chunk = end.saturating_sub(CHUNK_ROWS).max(slots.start)..end;
+            let rows: Vec<Vec<u8>> = chunk.clone().map(|slot| self.newest_row(slot)).collect();
+            let rows: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+            let keys = self
+                .keys_of(&rows)
+                .expect("rows this transaction encoded decode again");
+            assert_eq!(keys.len() as u64, chunk.end - chunk.start, "one key a row");
+            for (slot, key) in chunk.clone().rev().zip(keys.iter().rev()) {
+                self.undo(slot, txn, change, Some(key));
+            }
+            end = chunk.start;
+        }
+    }
+
+    /// The row of the newest version of `slot`, which must have one.
+    fn newest_row(&self, slot: u64) -> Vec<u8> {
+        let page = self.page(slot);
+        let page = page.read().unwrap_or_else(|p| p.into_inner());
+        let version = page
+            .newest(slot as usize % PAGE_SLOTS)
+            .expect("an undone insert left its version");
+        page.row(version).to_vec()
+    }
+
     pub fn undo(&self, slot: u64, txn: TxnId, change: Change, key: Option<&[u8]>) {
         let mark = txn_mark(txn);
         let mut index = key.map(|_| self.index_write());
