@@ -23,6 +23,16 @@ fn engine_at(dir: &std::path::Path) -> Arc<Engine> {
     .unwrap()
 }
 
+/// An engine whose scans split over two partitions, whatever the machine's cores.
+fn engine_with_two_partitions(dir: &std::path::Path) -> Arc<Engine> {
+    Engine::new(EngineOptions {
+        data_dir: Some(dir.to_path_buf()),
+        target_partitions: 2,
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
 /// Rows as `a|b|c` strings, in the order returned.
 async fn query(session: &mut Session, sql: &str) -> Vec<String> {
     as_strings(&rows(session, sql).await)
@@ -857,12 +867,7 @@ fn a_key_lookup_never_returns_a_version_with_another_key() {
 #[test]
 fn a_few_keys_are_scanned_in_one_partition() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineOptions {
-        data_dir: Some(dir.path().to_path_buf()),
-        target_partitions: 2,
-        ..EngineOptions::default()
-    })
-    .unwrap();
+    let engine = engine_with_two_partitions(dir.path());
     let mut s = engine.new_session();
     block_on(async {
         run(&mut s, "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)").await;
@@ -949,12 +954,7 @@ fn a_prepared_query_keeps_its_plan_until_what_it_reads_is_replaced() {
 #[test]
 fn a_kept_physical_plan_reads_each_executions_parameters_and_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineOptions {
-        data_dir: Some(dir.path().to_path_buf()),
-        target_partitions: 2,
-        ..EngineOptions::default()
-    })
-    .unwrap();
+    let engine = engine_with_two_partitions(dir.path());
     let mut s = engine.new_session();
     block_on(async {
         run(&mut s, "CREATE TABLE r (k BIGINT PRIMARY KEY, v BIGINT)").await;
