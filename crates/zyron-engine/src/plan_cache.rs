@@ -31,25 +31,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::Transformed;
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::default_table_source::source_as_provider;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{ParamValues, ScalarValue, TableReference};
+use datafusion::execution::session_state::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
+use datafusion::optimizer::Optimizer;
+use datafusion::optimizer::simplify_expressions::SimplifyExpressions;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
-use futures::StreamExt;
-
-use datafusion::catalog::TableProvider;
-use datafusion::catalog::default_table_source::source_as_provider;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{ParamValues, TableReference};
-use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
-use datafusion::optimizer::Optimizer;
-use datafusion::optimizer::simplify_expressions::SimplifyExpressions;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast;
+use futures::StreamExt;
 use zyron_common::Result;
 use zyron_heap::table::HeapTable;
 
@@ -126,7 +124,7 @@ pub type Rows = (SchemaRef, SendableRecordBatchStream);
 impl Template {
     /// Runs the template with `values` as its parameters; `None` if the values do not
     /// convert to the parameters' types or another execution's stream is still open.
-    fn run(&self, values: Vec<datafusion::common::ScalarValue>) -> Result<Option<Rows>> {
+    fn run(&self, values: Vec<ScalarValue>) -> Result<Option<Rows>> {
         let Some(values) = params::conform(values, &self.types) else {
             return Ok(None);
         };
@@ -399,7 +397,7 @@ pub fn bind(plan: LogicalPlan, params: ParamValues, state: &SessionState) -> Res
 }
 
 /// Positional parameter values (`$1`, `$2`, ...); `None` for named ones.
-fn list_values(params: &ParamValues) -> Option<Vec<datafusion::common::ScalarValue>> {
+fn list_values(params: &ParamValues) -> Option<Vec<ScalarValue>> {
     match params {
         ParamValues::List(list) => Some(list.iter().map(|v| v.value.clone()).collect()),
         ParamValues::Map(_) => None,
