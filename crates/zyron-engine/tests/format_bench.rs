@@ -281,6 +281,15 @@ fn write_zyr(t: &Table, options: WriterOptions) -> Bytes {
     Bytes::from(w.finish().unwrap().0)
 }
 
+/// With `ZYRON_BENCH_KEEP=DIR`, a suite leaves the `.zyr` files it measured in `DIR`, for
+/// `zyr_inspect` (per-column encodings and decode speed) or a profiler.
+fn keep_file(name: &str, bytes: &[u8]) {
+    if let Some(dir) = std::env::var_os("ZYRON_BENCH_KEEP") {
+        let path = Path::new(&dir).join(name);
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
 fn one_thread() -> WriterOptions {
     WriterOptions {
         threads: 1,
@@ -511,6 +520,7 @@ fn columnar() {
             }
             files = (zyr, zstd, snappy);
         }
+        keep_file(&format!("{}.zyr", t.name), &files.0);
         let mb = |b: &Bytes| b.len() as f64 / 1e6;
         let size = |peer: &str, v: f64| {
             params(Metric::single(
