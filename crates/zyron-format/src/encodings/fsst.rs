@@ -239,14 +239,15 @@ fn decode_raw(
     out: &mut BytesVec,
 ) -> Result<()> {
     let (start, ends) = ends_for_rows(p.ends_node, len, &rows, i32::MAX as usize)?;
-    let (cstart, cends) = ends_for_rows(p.compressed_ends_node, len, &rows, data.len())?;
-    let (Some(&cend), Some(&end)) = (cends.last(), ends.last()) else {
+    let Some(&end) = ends.last() else {
         return Ok(());
     };
+    // The rows' codes are decompressed in one call: only where they start and end matter.
+    let codes = span_of_rows(p.compressed_ends_node, len, &rows, data.len())?;
     let base = out.data.len();
     decompress_codes(
         &p.decompressor(),
-        &data[cstart..cend as usize],
+        &data[codes],
         end as usize - start,
         &mut out.data,
     )?;
@@ -254,6 +255,31 @@ fn decode_raw(
     let shift = base as i64 - start as i64;
     out.offsets.extend(ends.iter().map(|e| (e + shift) as i32));
     Ok(())
+}
+
+/// Where the bytes of a non-empty range of `rows` lie, from an `ends` child: the end of the
+/// row before (0 for the first) to the end of the last row, checked to be in order and
+/// within `data_len`. Decodes two ends, not one per row.
+fn span_of_rows(
+    ends_node: &[u8],
+    len: usize,
+    rows: &Range<usize>,
+    data_len: usize,
+) -> Result<Range<usize>> {
+    let mut ends = Vec::with_capacity(2);
+    if rows.start > 0 {
+        decode_stream::<Ints>(ends_node, len, rows.start - 1..rows.start, &mut ends)?;
+    } else {
+        ends.push(0);
+    }
+    decode_stream::<Ints>(ends_node, len, rows.end - 1..rows.end, &mut ends)?;
+    let (start, end) = (ends[0], ends[1]);
+    if start < 0 || end < start || end as u64 > data_len as u64 {
+        return corrupt(format!(
+            "FSST rows span code bytes {start}..{end}, the block has {data_len}"
+        ));
+    }
+    Ok(start as usize..end as usize)
 }
 
 /// The decompressed (plain) byte offsets of rows, from the `ends` child.
@@ -768,6 +794,22 @@ mod tests {
         assert!(decompress_codes(&d, &[0xFF, b'x', 0xFF], 2, &mut out).is_err());
         decompress_codes(&d, &[0xFF, 0xFF, 0xFF, b'x'], 2, &mut out).unwrap();
         assert_eq!(out, [0xFF, b'x']);
+    }
+
+    /// Raw codes are decompressed as one span per call, from two compressed ends: a span
+    /// that runs backwards or past the codes is an error, not a slice out of bounds.
+    #[test]
+    fn code_spans_are_checked_against_the_codes() {
+        let ends = encode_stream::<Ints>(&[5, 3, 10], Cascade::TOP);
+        assert_eq!(span_of_rows(&ends, 3, &(0..1), 10).unwrap(), 0..5);
+        assert_eq!(span_of_rows(&ends, 3, &(1..3), 10).unwrap(), 5..10);
+        assert!(span_of_rows(&ends, 3, &(1..2), 10).is_err(), "backwards");
+        assert!(
+            span_of_rows(&ends, 3, &(0..3), 9).is_err(),
+            "past the codes"
+        );
+        let negative = encode_stream::<Ints>(&[-1, 4], Cascade::TOP);
+        assert!(span_of_rows(&negative, 2, &(1..2), 10).is_err(), "negative");
     }
 
     #[test]
