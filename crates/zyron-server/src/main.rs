@@ -85,6 +85,26 @@ enum DemoKind {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process, as operators of
+/// PostgreSQL, Redis and MongoDB are told to. mimalloc asks for them on its
+/// arenas, and the kernel then zeroes (and, with the usual `defrag=madvise`,
+/// may compact memory for) 2 MiB at each first touch: a 2M-row COPY into a
+/// fresh server spent 29% of its CPU in `clear_page_erms` under huge-page
+/// faults (perf), and a quarter less CPU in all without them. The price is
+/// more TLB misses on random reads: pgbench's select-only shape at 16
+/// clients measured about 6% lower (within this machine's noise).
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_SET_THP_DISABLE takes integers only and touches no memory of ours.
+        let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        if rc != 0 {
+            let error = std::io::Error::last_os_error();
+            tracing::warn!(%error, "could not turn transparent huge pages off");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -94,6 +114,7 @@ fn main() -> ExitCode {
 
 fn serve(args: ServeArgs) -> ExitCode {
     init_logging(&args.log);
+    disable_transparent_huge_pages();
     let config = match effective_config(&args) {
         Ok(config) => config,
         Err(e) => return fail(&e),
