@@ -3,7 +3,7 @@
 //! A developer's tool for working on encodings:
 //!
 //! ```text
-//! cargo run --release --example zyr_inspect -- lineitem.zyr [rounds] [batch_rows]
+//! cargo run --release --example zyr_inspect -- lineitem.zyr [rounds] [batch_rows] [utf8|views]
 //! ```
 
 #[global_allocator]
@@ -62,7 +62,8 @@ fn main() {
         Prints each column's stored and Arrow size, the encodings its blocks chose and its\n\
         one-thread decode speed (best of `rounds` scans, default 3, in batches of\n\
         `batch_rows`, default 8192, strings as `utf8` (the default) or `views`), then the\n\
-        same for the whole file.";
+        same for the whole file. As views, a string column's Arrow size counts its 16-byte\n\
+        views only, so compare its times, not its GB/s, with `utf8`.";
     let fail = |message: String| -> ! {
         eprintln!("zyr_inspect: {message}\n\n{usage}");
         std::process::exit(2)
