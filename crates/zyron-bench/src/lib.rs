@@ -31,7 +31,7 @@ pub mod seaweedfs;
 pub mod vortex;
 
 pub use result::{Metric, Peer, SuiteResult, SuiteRun};
-pub use samples::Samples;
+pub use samples::{Samples, process_cpu_time};
 
 /// How much work a suite does: `smoke` (seconds, run by CI) or `full` (published).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,12 +39,12 @@ use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties}
 use datafusion::parquet::file::statistics::Statistics as ParquetStatistics;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use serde_json::json;
-use zyron_bench::vortex::{Vortex, times_ms};
-use zyron_bench::{Metric, Samples, Scale, SuiteRun};
+use zyron_bench::vortex::{Vortex, cpu_ms, times_ms};
+use zyron_bench::{Metric, Samples, Scale, SuiteRun, process_cpu_time};
 use zyron_format::lanes::schema_with_string_views;
 use zyron_format::{
-    CmpOp, ColumnPredicate, FilterMode, PredicateOp, Scalar, ScanOptions, WriterOptions, ZyrFile,
-    ZyrWriter,
+    CmpOp, ColumnPredicate, FilterMode, PredicateOp, Scalar, ScanOptions, VectorPos, WriterOptions,
+    ZyrFile, ZyrWriter,
 };
 
 /// The suites take turns: timings from two at once would measure each other.
@@ -339,16 +339,70 @@ enum Strings {
     Views,
 }
 
-/// Every row of every column, decoded batch by batch.
-fn zyr_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
-    let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
-    file.scan(ScanOptions {
+fn zyr_scan_options(strings: Strings) -> ScanOptions {
+    ScanOptions {
         batch_rows: SCAN_BATCH_ROWS,
         string_views: strings == Strings::Views,
         ..Default::default()
+    }
+}
+
+/// Every row of every column, decoded batch by batch.
+fn zyr_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
+    let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
+    file.scan(zyr_scan_options(strings))
+        .unwrap()
+        .map(|b| b.unwrap())
+}
+
+/// The rows of `span`, every column, decoded batch by batch.
+fn zyr_span_batches(
+    file: &Arc<ZyrFile>,
+    strings: Strings,
+    span: std::ops::Range<VectorPos>,
+) -> impl Iterator<Item = RecordBatch> + use<> {
+    file.scan(zyr_scan_options(strings))
+        .unwrap()
+        .with_span(span)
+        .map(|b| b.unwrap())
+}
+
+/// Threads of [`File::ZyrTwoThreads`]: this machine's two cores.
+const SCAN_THREADS: usize = 2;
+
+/// `file` cut at block boundaries into at most `parts` spans of as many blocks each, as the
+/// DataFusion table provider cuts an unfiltered scan into partitions.
+fn block_spans(file: &ZyrFile, parts: usize) -> Vec<std::ops::Range<VectorPos>> {
+    let blocks = file.block_count().unwrap();
+    let per = blocks.div_ceil(parts).max(1);
+    (0..blocks)
+        .step_by(per)
+        .map(|b| VectorPos::block_start(b)..VectorPos::block_start((b + per).min(blocks)))
+        .collect()
+}
+
+/// [`File::ZyrTwoThreads`]'s spans, decoded one after the other (for checking answers).
+fn zyr_spans_in_turn(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
+    let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
+    block_spans(&file, SCAN_THREADS)
+        .into_iter()
+        .flat_map(move |span| zyr_span_batches(&file, strings, span))
+}
+
+/// Rows of a whole `.zyr` file decoded with one thread per span, each span's batches
+/// dropped as they come, as DataFusion's partitions consume them.
+fn zyr_rows_on_threads(bytes: &Bytes, strings: Strings) -> usize {
+    let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = block_spans(&file, SCAN_THREADS)
+            .into_iter()
+            .map(|span| {
+                let file = &file;
+                scope.spawn(move || rows_decoded(zyr_span_batches(file, strings, span)))
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
     })
-    .unwrap()
-    .map(|b| b.unwrap())
 }
 
 fn parquet_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = RecordBatch> + use<> {
@@ -367,10 +421,15 @@ fn parquet_batches(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = Reco
         .map(|b| b.unwrap())
 }
 
-/// The files `columnar` decodes.
+/// The files `columnar` decodes, and how.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum File {
+    /// `.zyr` on one thread.
     Zyr,
+    /// The same `.zyr` file on [`SCAN_THREADS`] threads, one per span of blocks: a query's
+    /// partitions. The like-for-like peer of Vortex, which decodes on two threads although
+    /// asked for one (see `zyron_bench::vortex`).
+    ZyrTwoThreads,
     Zstd,
     Snappy,
 }
@@ -382,7 +441,16 @@ fn batches_of(
 ) -> Box<dyn Iterator<Item = RecordBatch>> {
     match file {
         File::Zyr => Box::new(zyr_batches(bytes, strings)),
+        File::ZyrTwoThreads => Box::new(zyr_spans_in_turn(bytes, strings)),
         File::Zstd | File::Snappy => Box::new(parquet_batches(bytes, strings)),
+    }
+}
+
+/// Rows of a whole file, decoded as `file` says (on threads for [`File::ZyrTwoThreads`]).
+fn rows_scanned(file: File, strings: Strings, bytes: &Bytes) -> usize {
+    match file {
+        File::ZyrTwoThreads => zyr_rows_on_threads(bytes, strings),
+        _ => rows_decoded(batches_of(file, strings, bytes)),
     }
 }
 
@@ -469,14 +537,17 @@ fn columnar() {
             Samples::for_values(),
         );
         // Full-scan samples per (file, strings) reader; views against views, Utf8 against Utf8.
+        // Each reader keeps two: GB/s of wall-clock time, and GB per second of the process's
+        // CPU time (all threads).
         let mut scans = [
             (File::Zyr, Strings::Utf8),
             (File::Zstd, Strings::Utf8),
             (File::Snappy, Strings::Utf8),
             (File::Zyr, Strings::Views),
             (File::Zstd, Strings::Views),
+            (File::ZyrTwoThreads, Strings::Views),
         ]
-        .map(|reader| (reader, Samples::for_values()));
+        .map(|reader| (reader, Samples::for_values(), Samples::for_values()));
         let mut files = (Bytes::new(), Bytes::new(), Bytes::new());
         for round in 0..rounds(scale) {
             let (d, zyr) = time(|| write_zyr(t, WriterOptions::default()));
@@ -491,13 +562,13 @@ fn columnar() {
             snappy_write.record_value(t.mb() / d.as_secs_f64());
             let gb_per_s = |d: Duration| t.mb() / 1e3 / d.as_secs_f64();
             let file_bytes = |file: File| match file {
-                File::Zyr => &zyr,
+                File::Zyr | File::ZyrTwoThreads => &zyr,
                 File::Zstd => &zstd,
                 File::Snappy => &snappy,
             };
             if round == 0 {
                 // Every reader's answer, Utf8 or views, against the table.
-                for ((file, strings), _) in &scans {
+                for ((file, strings), _, _) in &scans {
                     same_table(
                         &t.schema,
                         &t.batches,
@@ -511,11 +582,13 @@ fn columnar() {
                 let first = round * SCANS_PER_ROUND + scan;
                 let readers = scans.len();
                 for k in (first..first + readers).map(|k| k % readers) {
-                    let ((file, strings), samples) = &mut scans[k];
+                    let ((file, strings), wall, cpu) = &mut scans[k];
                     let bytes = file_bytes(*file);
-                    let (d, rows) = time(|| rows_decoded(batches_of(*file, *strings, bytes)));
+                    let cpu_before = process_cpu_time();
+                    let (d, rows) = time(|| rows_scanned(*file, *strings, bytes));
+                    cpu.record_value(gb_per_s(process_cpu_time() - cpu_before));
                     assert_eq!(rows, t.rows, "{}: rows decoded", t.name);
-                    samples.record_value(gb_per_s(d));
+                    wall.record_value(gb_per_s(d));
                 }
             }
             files = (zyr, zstd, snappy);
@@ -560,10 +633,14 @@ fn columnar() {
                     .renamed(&format!("{}_write{suffix}_vs_snappy", t.name)),
             );
         }
-        let samples = |reader: (File, Strings)| {
-            let (_, samples) = scans.iter().find(|(r, _)| *r == reader).expect("a reader");
-            samples
+        let scan_of = |reader: (File, Strings)| {
+            let (_, wall, cpu) = scans
+                .iter()
+                .find(|(r, _, _)| *r == reader)
+                .expect("a reader");
+            (wall, cpu)
         };
+        let samples = |reader| scan_of(reader).0;
         let p50 = |reader| samples(reader).spread(1.0).p50;
         let scan_metric = |strings: Strings| {
             params(Metric::throughput(
@@ -590,7 +667,7 @@ fn columnar() {
         }
         if let Some(v) = vortex.as_mut() {
             match vortex_columnar(v, t, dir.path(), rounds(scale)) {
-                Ok((bytes, write_ms, scan_ms)) => {
+                Ok((bytes, write_ms, scan_ms, scan_cpu_ms)) => {
                     let label = vortex_label(v);
                     run.push(
                         size(&label, bytes as f64 / 1e6)
@@ -607,7 +684,8 @@ fn columnar() {
                     );
                     // Vortex returns strings as views: like for like against `.zyr`'s views, and
                     // (as before) against its Utf8.
-                    let vortex_gb_per_s = t.mb() / 1e3 / (median(&scan_ms) / 1e3);
+                    let gb_per = |ms: &[f64]| t.mb() / 1e3 / (median(ms) / 1e3);
+                    let vortex_gb_per_s = gb_per(&scan_ms);
                     for (strings, name) in [
                         (Strings::Views, "vs_vortex"),
                         (Strings::Utf8, "utf8_vs_vortex"),
@@ -618,6 +696,31 @@ fn columnar() {
                                 .renamed(&format!("{}_full_scan_{name}", t.name)),
                         );
                     }
+                    // Vortex decodes on two threads: against `.zyr` on two, and per CPU-second.
+                    let two = (File::ZyrTwoThreads, Strings::Views);
+                    let threads =
+                        block_spans(&ZyrFile::open(files.0.clone()).unwrap(), SCAN_THREADS);
+                    run.push(
+                        params(Metric::throughput(
+                            &format!("{}_full_scan", t.name),
+                            "GB/s",
+                            samples(two),
+                        ))
+                        .param("strings", "Views")
+                        .param("threads", threads.len() as u64)
+                        .with_peer(&label, vortex_gb_per_s)
+                        .renamed(&format!("{}_full_scan_two_threads_vs_vortex", t.name)),
+                    );
+                    run.push(
+                        params(Metric::throughput(
+                            &format!("{}_full_scan", t.name),
+                            "GB per CPU-second",
+                            scan_of((File::Zyr, Strings::Views)).1,
+                        ))
+                        .param("strings", "Views")
+                        .with_peer(&label, gb_per(&scan_cpu_ms))
+                        .renamed(&format!("{}_full_scan_cpu_vs_vortex", t.name)),
+                    );
                 }
                 Err(reason) => run.skip(format!("Vortex on {}: {reason}", t.name)),
             }
@@ -626,12 +729,14 @@ fn columnar() {
     run.finish().unwrap();
 }
 
+/// Vortex's file of `t`: its size, its write time, and per full scan the wall-clock and the
+/// process CPU milliseconds.
 fn vortex_columnar(
     v: &mut Vortex,
     t: &Table,
     dir: &Path,
     rounds: usize,
-) -> Result<(u64, f64, Vec<f64>), String> {
+) -> Result<(u64, f64, Vec<f64>, Vec<f64>), String> {
     let (path, write_ms, bytes) = vortex_file(v, t, dir)?;
     let reply =
         v.request(json!({"op": "scan", "vortex": path.to_str().unwrap(), "repeat": rounds}))?;
@@ -641,7 +746,7 @@ fn vortex_columnar(
             reply["rows"], t.rows
         ));
     }
-    Ok((bytes, write_ms, times_ms(&reply)))
+    Ok((bytes, write_ms, times_ms(&reply), cpu_ms(&reply)))
 }
 
 // ---------------------------------------------------------------- encoding
