@@ -389,19 +389,36 @@ fn zyr_spans_in_turn(bytes: &Bytes, strings: Strings) -> impl Iterator<Item = Re
         .flat_map(move |span| zyr_span_batches(&file, strings, span))
 }
 
-/// Rows of a whole `.zyr` file decoded with one thread per span, each span's batches
-/// dropped as they come, as DataFusion's partitions consume them.
+/// [`SCAN_THREADS`] worker threads that stay up between scans, as a query runtime's do
+/// (threads spawned for each scan start on cold allocator heaps).
+fn scan_workers() -> &'static tokio::runtime::Runtime {
+    static WORKERS: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    WORKERS.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(SCAN_THREADS)
+            .build()
+            .unwrap()
+    })
+}
+
+/// Rows of a whole `.zyr` file decoded as one task per span on [`scan_workers`], each
+/// span's batches dropped as they come, as DataFusion's partitions consume them.
 fn zyr_rows_on_threads(bytes: &Bytes, strings: Strings) -> usize {
     let file = Arc::new(ZyrFile::open(bytes.clone()).unwrap());
-    std::thread::scope(|scope| {
-        let threads: Vec<_> = block_spans(&file, SCAN_THREADS)
-            .into_iter()
-            .map(|span| {
-                let file = &file;
-                scope.spawn(move || rows_decoded(zyr_span_batches(file, strings, span)))
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    let workers = scan_workers();
+    let tasks: Vec<_> = block_spans(&file, SCAN_THREADS)
+        .into_iter()
+        .map(|span| {
+            let file = file.clone();
+            workers.spawn(async move { rows_decoded(zyr_span_batches(&file, strings, span)) })
+        })
+        .collect();
+    workers.block_on(async {
+        let mut rows = 0;
+        for task in tasks {
+            rows += task.await.unwrap();
+        }
+        rows
     })
 }
 
