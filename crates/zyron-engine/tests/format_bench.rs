@@ -715,8 +715,7 @@ fn columnar() {
                     }
                     // Vortex decodes on two threads: against `.zyr` on two, and per CPU-second.
                     let two = (File::ZyrTwoThreads, Strings::Views);
-                    let threads =
-                        block_spans(&ZyrFile::open(files.0.clone()).unwrap(), SCAN_THREADS);
+                    let spans = block_spans(&ZyrFile::open(files.0.clone()).unwrap(), SCAN_THREADS);
                     run.push(
                         params(Metric::throughput(
                             &format!("{}_full_scan", t.name),
@@ -724,7 +723,7 @@ fn columnar() {
                             samples(two),
                         ))
                         .param("strings", "Views")
-                        .param("threads", threads.len() as u64)
+                        .param("threads", spans.len() as u64)
                         .with_peer(&label, vortex_gb_per_s)
                         .renamed(&format!("{}_full_scan_two_threads_vs_vortex", t.name)),
                     );
