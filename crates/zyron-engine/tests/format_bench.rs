@@ -10,7 +10,9 @@
 //! stored as doubles, and uniformly random doubles that no encoding can shrink).
 //!
 //! The suites run one at a time (they share a lock), each single-threaded where it times
-//! decoding, so they do not compete for the machine's two cores.
+//! decoding, so they do not compete for the machine's two cores. The one exception is
+//! `columnar`'s two-thread `.zyr` scan, the like-for-like peer of Vortex, which decodes on two
+//! threads although asked for one.
 //!
 //! The suites run under mimalloc, the allocator the `zyron` server ships with, so that the
 //! times are those of the product; Parquet and DataFusion run under the same allocator.
