@@ -103,7 +103,7 @@ impl Backend {
     /// client that sends its next statement at once (see `busy_poll`).
     async fn await_next_message(&self) {
         if let Some((policy, socket)) = &self.busy_poll {
-            policy.wait_readable(socket).await;
+            policy.wait_readable(socket);
         }
     }
 }
