@@ -23,9 +23,9 @@
 //! used to yield to the runtime instead, and each yield had tokio wake the
 //! other worker to steal the yielded task: with one pgbench client both
 //! workers switched 28 to 62 times a transaction (one worker, 9 times, with
-//! no polling) and each used most of a core. Now one worker does the work with 2.2 to 2.5 switches a
-//! transaction. Other tasks on the polling thread wait at most the budget,
-//! and only while no query runs.
+//! no polling) and each used most of a core. Now one worker does the work,
+//! with 2.2 to 2.5 switches a transaction. Other tasks on the polling thread
+//! wait at most the budget, and only while no query runs.
 //! Linux's `net.core.busy_read` makes the same trade for network devices; it
 //! does not apply to loopback or to sockets without a NAPI device.
 
