@@ -101,7 +101,7 @@ pub struct Backend {
 impl Backend {
     /// Called once ReadyForQuery has left: keeps the thread awake for a
     /// client that sends its next statement at once (see `busy_poll`).
-    async fn await_next_message(&self) {
+    fn poll_for_next_message(&self) {
         if let Some((policy, socket)) = &self.busy_poll {
             policy.wait_readable(socket);
         }
@@ -156,7 +156,7 @@ impl SimpleQueryHandler for Backend {
         let busy = self.activity.begin();
         let result = self._on_query(client, query).await;
         drop(busy);
-        self.await_next_message().await;
+        self.poll_for_next_message();
         result
     }
 
@@ -207,7 +207,7 @@ impl ExtendedQueryHandler for Backend {
             .send(PgWireBackendMessage::ReadyForQuery(ready))
             .await?;
         client.flush().await?;
-        self.await_next_message().await;
+        self.poll_for_next_message();
         Ok(())
     }
 
