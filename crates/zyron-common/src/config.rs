@@ -9,6 +9,7 @@
 //! heap_memory_budget_mib = 4096
 //! checkpoint_wal_mib = 256
 //! busy_poll_us = 50
+//! follow_client_cpu = true
 //! ```
 
 use std::net::SocketAddr;
@@ -55,6 +56,11 @@ pub struct Config {
     /// sleeping, in µs, when no other query is running; 0 turns it off. It
     /// trades idle CPU for the time a sleeping thread takes to wake.
     pub busy_poll_us: u64,
+    /// While the server has one connection, run the threads serving it on the
+    /// CPU its messages arrive on: for a client on the same machine, a round
+    /// trip then wakes no idle CPU. Undone when a second connection opens and
+    /// while DataFusion runs a plan.
+    pub follow_client_cpu: bool,
 }
 
 impl Default for Config {
@@ -69,6 +75,7 @@ impl Default for Config {
             heap_memory_budget_mib: 4096,
             checkpoint_wal_mib: 256,
             busy_poll_us: DEFAULT_BUSY_POLL_US,
+            follow_client_cpu: true,
         }
     }
 }

@@ -205,6 +205,8 @@ pub struct Session {
     kept_plan_executions: u64,
     /// Of those, the ones that ran a kept physical plan (see `plan_cache`).
     kept_physical_executions: u64,
+    /// Called before a statement goes to DataFusion (see [`Session::before_planning`]).
+    before_planning: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Session {
@@ -229,12 +231,21 @@ impl Session {
             settings_generation: 0,
             kept_plan_executions: 0,
             kept_physical_executions: 0,
+            before_planning: None,
         }
     }
 
     fn isolation(&self) -> Isolation {
         self.block_isolation
             .unwrap_or_else(|| self.settings.default_isolation())
+    }
+
+    /// Sets `hook` to run before each statement that DataFusion plans and runs
+    /// (not point statements, not utility statements). Its plans may run on
+    /// every worker thread; the wire server uses this to undo pinning a lone
+    /// connection's threads to one CPU.
+    pub fn before_planning(&mut self, hook: Arc<dyn Fn() + Send + Sync>) {
+        self.before_planning = Some(hook);
     }
 
     /// A number unique among this engine's sessions (the backend pid clients see).
@@ -541,6 +552,9 @@ impl Session {
             .await?
         {
             return Ok(result);
+        }
+        if let Some(hook) = &self.before_planning {
+            hook();
         }
         // Boxed: DataFusion's planning futures are several kB, and every layer
         // above moves this future by value (see `execute_planned`).

@@ -1140,3 +1140,36 @@ fn statements_that_never_plan_have_small_futures() {
         }
     });
 }
+
+/// The hook runs before statements DataFusion plans, whose plans may use every
+/// worker thread, and not before point statements or transaction control.
+#[test]
+fn the_planning_hook_runs_before_planned_statements_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(dir.path());
+    block_on(async {
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE hooked (id INT PRIMARY KEY, v INT)").await;
+        run(&mut s, "INSERT INTO hooked VALUES (1, 10), (2, 20)").await;
+        let planned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&planned);
+        s.before_planning(Arc::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        let count = || planned.load(std::sync::atomic::Ordering::SeqCst);
+        run(&mut s, "BEGIN").await;
+        run(&mut s, "UPDATE hooked SET v = v + 1 WHERE id = 1").await;
+        assert_eq!(
+            query(&mut s, "SELECT v FROM hooked WHERE id = 1").await,
+            ["11"]
+        );
+        run(&mut s, "COMMIT").await;
+        assert_eq!(
+            count(),
+            0,
+            "point statements and BEGIN/COMMIT are not planned"
+        );
+        assert_eq!(query(&mut s, "SELECT sum(v) FROM hooked").await, ["31"]);
+        assert_eq!(count(), 1, "an aggregate goes to DataFusion");
+    });
+}

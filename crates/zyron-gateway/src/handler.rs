@@ -36,6 +36,7 @@ use zyron_engine::{PreparedStatement, Session};
 
 use crate::activity::Activity;
 use crate::busy_poll::BusyPoll;
+use crate::colocate::Colocation;
 use crate::deferred_flush::DeferredFlush;
 use crate::encode::{self, error_info, to_pgwire_error};
 
@@ -51,7 +52,7 @@ impl ConnectionHandlers {
         manager: Arc<ConnectionManager>,
         cancel: Arc<DefaultCancelHandler>,
         activity: Arc<Activity>,
-        busy_poll: Option<(Arc<BusyPoll>, TcpStream)>,
+        between: Option<BetweenMessages>,
     ) -> Self {
         let session = Arc::new(Mutex::new(session));
         let backend = Arc::new(Backend {
@@ -61,7 +62,7 @@ impl ConnectionHandlers {
             session,
             manager,
             activity,
-            busy_poll,
+            between,
         });
         Self { backend, cancel }
     }
@@ -89,21 +90,35 @@ impl PgWireServerHandlers for ConnectionHandlers {
     }
 }
 
+/// What a connection does between its reply and the client's next message.
+pub struct BetweenMessages {
+    /// Pins the serving threads to a lone client's CPU (see `colocate`).
+    pub colocation: Arc<Colocation>,
+    /// Otherwise, polls the socket for a moment before sleeping (see `busy_poll`).
+    pub busy_poll: Arc<BusyPoll>,
+    /// A duplicate of the connection's descriptor, non-blocking, to look at
+    /// while `pgwire` owns the first.
+    pub socket: TcpStream,
+}
+
 pub struct Backend {
     session: Arc<Mutex<Session>>,
     parser: Arc<Parser>,
     manager: Arc<ConnectionManager>,
     activity: Arc<Activity>,
-    /// The server's policy and this connection's socket to peek at.
-    busy_poll: Option<(Arc<BusyPoll>, TcpStream)>,
+    between: Option<BetweenMessages>,
 }
 
 impl Backend {
-    /// Called once ReadyForQuery has left: keeps the thread awake for a
-    /// client that sends its next statement at once (see `busy_poll`).
-    fn poll_for_next_message(&self) {
-        if let Some((policy, socket)) = &self.busy_poll {
-            policy.wait_readable(socket);
+    /// Called once ReadyForQuery has left, to be ready for a client that sends
+    /// its next statement at once. A thread on the client's own CPU just
+    /// sleeps: waking it costs no idle vCPU's wake-up.
+    fn wait_for_next_message(&self) {
+        let Some(between) = &self.between else {
+            return;
+        };
+        if !between.colocation.follow(&between.socket) {
+            between.busy_poll.wait_readable(&between.socket);
         }
     }
 }
@@ -156,7 +171,7 @@ impl SimpleQueryHandler for Backend {
         let busy = self.activity.begin();
         let result = self._on_query(client, query).await;
         drop(busy);
-        self.poll_for_next_message();
+        self.wait_for_next_message();
         result
     }
 
@@ -207,7 +222,7 @@ impl ExtendedQueryHandler for Backend {
             .send(PgWireBackendMessage::ReadyForQuery(ready))
             .await?;
         client.flush().await?;
-        self.poll_for_next_message();
+        self.wait_for_next_message();
         Ok(())
     }
 

@@ -5,10 +5,12 @@
 //! extended-query state machine are `pgwire`'s; this crate maps SQL results to
 //! wire messages (types through `arrow-pg`, in text and binary formats),
 //! errors to ErrorResponse with their SQLSTATE, and implements the server's
-//! connection limit, graceful shutdown and busy-polling (see `busy_poll`).
+//! connection limit, graceful shutdown, busy-polling (see `busy_poll`) and
+//! the pinning of a lone client's threads to its CPU (see `colocate`).
 
 mod activity;
 mod busy_poll;
+mod colocate;
 mod deferred_flush;
 mod encode;
 mod handler;
@@ -16,4 +18,5 @@ mod params;
 mod server;
 mod startup;
 
+pub use colocate::Colocation;
 pub use server::{GatewayOptions, PgServer, ServerStats};

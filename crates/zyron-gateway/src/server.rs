@@ -18,7 +18,8 @@ use zyron_engine::Engine;
 
 use crate::activity::Activity;
 use crate::busy_poll::{BusyPoll, peek_handle};
-use crate::handler::ConnectionHandlers;
+use crate::colocate::Colocation;
+use crate::handler::{BetweenMessages, ConnectionHandlers};
 
 /// Limits of the wire listener.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct GatewayOptions {
     /// After a reply, how long an otherwise idle server polls the client's
     /// socket before sleeping (see `busy_poll`); 0 turns polling off.
     pub busy_poll_us: u64,
+    /// While one connection is open, run the threads serving it on the CPU
+    /// its messages arrive on (see `colocate`).
+    pub follow_client_cpu: bool,
 }
 
 impl Default for GatewayOptions {
@@ -38,6 +42,7 @@ impl Default for GatewayOptions {
             max_connections: 100,
             shutdown_grace_ms: 10_000,
             busy_poll_us: DEFAULT_BUSY_POLL_US,
+            follow_client_cpu: true,
         }
     }
 }
@@ -64,6 +69,7 @@ pub struct PgServer {
     /// Connections being served.
     open: Arc<AtomicUsize>,
     busy_poll: Arc<BusyPoll>,
+    colocation: Arc<Colocation>,
 }
 
 /// How one connection ended.
@@ -93,6 +99,10 @@ impl PgServer {
             Arc::clone(&in_flight),
             Arc::clone(&open),
         ));
+        let colocation = Arc::new(Colocation::new(
+            options.follow_client_cpu,
+            Arc::clone(&open),
+        ));
         Ok(Self {
             listener,
             engine,
@@ -102,12 +112,19 @@ impl PgServer {
             in_flight,
             open,
             busy_poll,
+            colocation,
         })
     }
 
     /// A live count of connections with a query in flight (for monitoring and tests).
     pub fn queries_in_flight(&self) -> Arc<AtomicUsize> {
         Arc::clone(&self.in_flight)
+    }
+
+    /// The pinning of a lone connection's threads to its client's CPU (for
+    /// monitoring and tests).
+    pub fn colocation(&self) -> Arc<Colocation> {
+        Arc::clone(&self.colocation)
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -144,6 +161,7 @@ impl PgServer {
                     }
                     stats.connections_accepted += 1;
                     open.fetch_add(1, Ordering::SeqCst);
+                    self.colocation.release();
                     let task = self.connection_task(stream, peer, Arc::clone(&open), shutdown.clone());
                     connections.spawn(task);
                 }
@@ -168,20 +186,30 @@ impl PgServer {
         shutdown: CancellationToken,
     ) -> impl Future<Output = Ending> + Send + 'static {
         let activity = Arc::new(Activity::counted_in(Arc::clone(&self.in_flight)));
-        let session = self.engine.new_session();
+        let mut session = self.engine.new_session();
         let session_id = session.id();
+        let colocation = Arc::clone(&self.colocation);
+        // DataFusion's plans run on every worker: no pinning to one CPU then.
+        session.before_planning(Arc::new(move || colocation.release()));
+        let between = peek_handle(&stream).map(|socket| BetweenMessages {
+            colocation: Arc::clone(&self.colocation),
+            busy_poll: Arc::clone(&self.busy_poll),
+            socket,
+        });
         let handlers = ConnectionHandlers::new(
             session,
             Arc::clone(&self.manager),
             Arc::clone(&self.cancel),
             Arc::clone(&activity),
-            peek_handle(&stream).map(|socket| (Arc::clone(&self.busy_poll), socket)),
+            between,
         );
+        let colocation = Arc::clone(&self.colocation);
         let grace = Duration::from_millis(self.options.shutdown_grace_ms);
         async move {
             tracing::debug!(%peer, session_id, "connection opened");
             let ending = serve_until_shutdown(stream, handlers, &activity, shutdown, grace).await;
             open.fetch_sub(1, Ordering::SeqCst);
+            colocation.release();
             tracing::debug!(%peer, session_id, "connection closed");
             ending
         }

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use zyron_common::{Config, Result, SqlState, ZyronError};
 use zyron_engine::demo::tpch;
 use zyron_engine::{Engine, EngineOptions};
-use zyron_gateway::{GatewayOptions, PgServer, ServerStats};
+use zyron_gateway::{Colocation, GatewayOptions, PgServer, ServerStats};
 
 pub use tokio_util;
 
@@ -33,6 +33,7 @@ pub struct RunningServer {
     pub pg_addr: SocketAddr,
     shutdown: CancellationToken,
     in_flight: Arc<AtomicUsize>,
+    colocation: Arc<Colocation>,
     task: JoinHandle<std::io::Result<ServerStats>>,
     /// Held for the server's lifetime: one server per data directory.
     _lock: File,
@@ -42,6 +43,12 @@ impl RunningServer {
     /// Connections with a query in flight right now.
     pub fn queries_in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The CPU the threads serving the only open connection are pinned to, if
+    /// any (see `--follow-client-cpu`).
+    pub fn client_cpu(&self) -> Option<usize> {
+        self.colocation.pinned_cpu()
     }
 
     /// A token that, when cancelled, starts a graceful shutdown.
@@ -104,6 +111,7 @@ pub async fn start(
         max_connections: config.max_connections,
         shutdown_grace_ms: config.shutdown_grace_ms,
         busy_poll_us: config.busy_poll_us,
+        follow_client_cpu: config.follow_client_cpu,
     };
     let server = PgServer::bind(config.pg_listen, engine, gateway)
         .await
@@ -116,11 +124,13 @@ pub async fn start(
         .map_err(|e| ZyronError::io("reading the listener address", &e))?;
     let shutdown = CancellationToken::new();
     let in_flight = server.queries_in_flight();
+    let colocation = server.colocation();
     let task = tokio::spawn(server.run(shutdown.clone()));
     Ok(RunningServer {
         pg_addr,
         shutdown,
         in_flight,
+        colocation,
         task,
         _lock: lock,
     })

@@ -34,7 +34,8 @@ enum Command {
 struct ServeArgs {
     /// TOML configuration file (keys: data_dir, pg_listen, max_connections,
     /// shutdown_grace_ms, target_partitions, query_memory_limit_mib,
-    /// heap_memory_budget_mib, checkpoint_wal_mib, busy_poll_us).
+    /// heap_memory_budget_mib, checkpoint_wal_mib, busy_poll_us,
+    /// follow_client_cpu).
     #[arg(short, long, value_name = "FILE", env = "ZYRON_CONFIG")]
     config: Option<PathBuf>,
 
@@ -59,6 +60,13 @@ struct ServeArgs {
     /// 0 turns it off, at most 10000 [default: 50]
     #[arg(long, value_name = "US")]
     busy_poll_us: Option<u64>,
+
+    /// While only one connection is open, run the threads serving it on the
+    /// CPU its messages arrive on (a client on this machine then wakes no
+    /// idle CPU per statement); undone when a second connection opens and
+    /// while DataFusion runs a plan [default: true]
+    #[arg(long, value_name = "BOOL")]
+    follow_client_cpu: Option<bool>,
 
     /// Load demo data before accepting connections.
     #[arg(long, value_enum, value_name = "DATASET")]
@@ -188,6 +196,9 @@ fn effective_config(args: &ServeArgs) -> Result<Config, ZyronError> {
     }
     if let Some(budget) = args.busy_poll_us {
         config.busy_poll_us = budget;
+    }
+    if let Some(follow) = args.follow_client_cpu {
+        config.follow_client_cpu = follow;
     }
     config.validate()?;
     Ok(config)

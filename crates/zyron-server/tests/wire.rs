@@ -275,6 +275,51 @@ async fn wait_for_in_flight(server: &TestServer, count: usize) {
     panic!("query never started");
 }
 
+/// Runs a transaction on `client` until the server's threads are pinned to
+/// its CPU; fails after 10,000 tries.
+async fn transact_until_pinned(server: &TestServer, client: &tokio_postgres::Client) -> usize {
+    for _ in 0..10_000 {
+        client.batch_execute("BEGIN; COMMIT").await.unwrap();
+        if let Some(cpu) = server.server.client_cpu() {
+            return cpu;
+        }
+    }
+    panic!("a lone connection's threads were never pinned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_connection_is_served_on_its_clients_cpu_until_another_opens() {
+    let server = TestServer::start().await;
+    let first = server.connect().await;
+    transact_until_pinned(&server, &first).await;
+
+    // Opening a second connection releases the pinning before it is served...
+    let second = server.connect().await;
+    assert_eq!(server.server.client_cpu(), None);
+    // ...and nothing is pinned while both are open (two transactions: the
+    // first one's follow-up has run by the time the second one answers).
+    for client in [&first, &second, &first] {
+        client.batch_execute("BEGIN; COMMIT").await.unwrap();
+        client.batch_execute("BEGIN; COMMIT").await.unwrap();
+        assert_eq!(server.server.client_cpu(), None);
+    }
+
+    drop(second);
+    transact_until_pinned(&server, &first).await;
+    drop(first);
+    server.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_the_clients_cpu_can_be_turned_off() {
+    let server = TestServer::start_with(|c| c.follow_client_cpu = false, None).await;
+    let client = server.connect().await;
+    for _ in 0..100 {
+        client.batch_execute("BEGIN; COMMIT").await.unwrap();
+    }
+    assert_eq!(server.server.client_cpu(), None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_in_flight_queries_finish_and_closes_idle_sessions() {
     let server = TestServer::start_with(|c| c.shutdown_grace_ms = 120_000, None).await;
