@@ -28,6 +28,9 @@
 //! wait at most the budget, and only while no query runs.
 //! Linux's `net.core.busy_read` makes the same trade for network devices; it
 //! does not apply to loopback or to sockets without a NAPI device.
+//!
+//! A thread pinned to its lone client's CPU (see `colocate`) does not poll:
+//! the client's next message wakes it on a CPU that is already awake.
 
 use std::io;
 use std::net::TcpStream;
