@@ -148,13 +148,10 @@ pub fn peek_handle(stream: &tokio::net::TcpStream) -> Option<TcpStream> {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::net::TcpListener;
 
     /// A connected pair: (the client's end, the server's end as peeked at).
     fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
+        let (client, server) = crate::test_support::connected_pair();
         server.set_nonblocking(true).unwrap();
         (client, server)
     }

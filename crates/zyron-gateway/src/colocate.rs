@@ -214,19 +214,27 @@ impl std::fmt::Debug for CpuSet {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::net::TcpListener;
 
-    /// A connected pair: (the client's end, the server's end).
-    fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        (client, server)
+    /// A server with `open_connections` open, and the server's end of one of
+    /// them, whose client has just sent a message from `cpu`.
+    struct Setup {
+        colocation: Colocation,
+        open: Arc<AtomicUsize>,
+        client: TcpStream,
+        server: TcpStream,
     }
 
-    fn colocation(open_connections: usize) -> (Colocation, Arc<AtomicUsize>) {
+    fn message_from(cpu: usize, open_connections: usize) -> Setup {
+        let (mut client, mut server) = crate::test_support::connected_pair();
         let open = Arc::new(AtomicUsize::new(open_connections));
-        (Colocation::new(true, Arc::clone(&open)), open)
+        let colocation = Colocation::new(true, Arc::clone(&open));
+        send_from(cpu, &mut client, &mut server);
+        Setup {
+            colocation,
+            open,
+            client,
+            server,
+        }
     }
 
     /// The CPUs this process may use, lowest first.
@@ -264,10 +272,10 @@ mod tests {
 
     #[test]
     fn a_lone_connection_pins_its_thread_to_the_cpu_its_client_sent_from() {
-        let (mut client, mut server) = pair();
-        let (colocation, _) = colocation(1);
         let cpu = *allowed_cpus().last().unwrap();
-        send_from(cpu, &mut client, &mut server);
+        let Setup {
+            colocation, server, ..
+        } = message_from(cpu, 1);
         let (followed, pinned_to) = on_a_thread(|| {
             let followed = colocation.follow(&server);
             (followed, affinity(0))
@@ -279,10 +287,10 @@ mod tests {
 
     #[test]
     fn release_gives_pinned_threads_every_cpu_back() {
-        let (mut client, mut server) = pair();
-        let (colocation, _) = colocation(1);
         let cpus = allowed_cpus();
-        send_from(cpus[0], &mut client, &mut server);
+        let Setup {
+            colocation, server, ..
+        } = message_from(cpus[0], 1);
         on_a_thread(|| {
             assert!(colocation.follow(&server));
             assert_eq!(affinity(0), vec![cpus[0]]);
@@ -296,9 +304,12 @@ mod tests {
     fn threads_pinned_before_follow_the_client_to_its_new_cpu() {
         let cpus = allowed_cpus();
         let (&first, &second) = (cpus.first().unwrap(), cpus.last().unwrap());
-        let (mut client, mut server) = pair();
-        let (colocation, _) = colocation(1);
-        send_from(first, &mut client, &mut server);
+        let Setup {
+            colocation,
+            mut client,
+            mut server,
+            ..
+        } = message_from(first, 1);
         let earlier = on_a_thread(|| {
             assert!(colocation.follow(&server));
             current_thread()
@@ -318,11 +329,14 @@ mod tests {
     fn a_live_thread_pinned_earlier_moves_with_the_client() {
         let cpus = allowed_cpus();
         let (&first, &second) = (cpus.first().unwrap(), cpus.last().unwrap());
-        let (mut client, mut server) = pair();
-        let (colocation, _) = colocation(1);
+        let Setup {
+            colocation,
+            mut client,
+            server,
+            ..
+        } = message_from(first, 1);
         let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        send_from(first, &mut client, &mut server);
         std::thread::scope(|scope| {
             let (colocation, server) = (&colocation, &server);
             scope.spawn(move || {
@@ -343,10 +357,13 @@ mod tests {
 
     #[test]
     fn nothing_is_pinned_while_two_connections_are_open() {
-        let (mut client, mut server) = pair();
-        let (colocation, open) = colocation(2);
         let cpus = allowed_cpus();
-        send_from(cpus[0], &mut client, &mut server);
+        let Setup {
+            colocation,
+            open,
+            server,
+            ..
+        } = message_from(cpus[0], 2);
         on_a_thread(|| {
             assert!(!colocation.follow(&server));
             assert_eq!(affinity(0), cpus);
@@ -357,11 +374,9 @@ mod tests {
 
     #[test]
     fn a_disabled_colocation_pins_nothing() {
-        let (mut client, mut server) = pair();
-        let open = Arc::new(AtomicUsize::new(1));
-        let colocation = Colocation::new(false, open);
         let cpus = allowed_cpus();
-        send_from(cpus[0], &mut client, &mut server);
+        let Setup { open, server, .. } = message_from(cpus[0], 1);
+        let colocation = Colocation::new(false, open);
         on_a_thread(|| {
             assert!(!colocation.follow(&server));
             assert_eq!(affinity(0), cpus);

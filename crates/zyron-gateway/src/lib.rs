@@ -18,5 +18,18 @@ mod params;
 mod server;
 mod startup;
 
+#[cfg(test)]
+mod test_support {
+    use std::net::{TcpListener, TcpStream};
+
+    /// A connected pair of blocking sockets on loopback: (the client's end, the server's end).
+    pub fn connected_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+}
+
 pub use colocate::Colocation;
 pub use server::{GatewayOptions, PgServer, ServerStats};
