@@ -216,7 +216,9 @@ mod tests {
     use std::io::{Read, Write};
 
     /// A server with `open_connections` open, and the server's end of one of
-    /// them, whose client has just sent a message from `cpu`.
+    /// them, whose client has just sent a message from `cpu`. Keep `client`
+    /// open: closing it sends a FIN, and the CPU that sends it becomes the
+    /// socket's incoming CPU.
     struct Setup {
         colocation: Colocation,
         open: Arc<AtomicUsize>,
@@ -274,7 +276,10 @@ mod tests {
     fn a_lone_connection_pins_its_thread_to_the_cpu_its_client_sent_from() {
         let cpu = *allowed_cpus().last().unwrap();
         let Setup {
-            colocation, server, ..
+            colocation,
+            server,
+            client: _client,
+            ..
         } = message_from(cpu, 1);
         let (followed, pinned_to) = on_a_thread(|| {
             let followed = colocation.follow(&server);
@@ -289,7 +294,10 @@ mod tests {
     fn release_gives_pinned_threads_every_cpu_back() {
         let cpus = allowed_cpus();
         let Setup {
-            colocation, server, ..
+            colocation,
+            server,
+            client: _client,
+            ..
         } = message_from(cpus[0], 1);
         on_a_thread(|| {
             assert!(colocation.follow(&server));
@@ -362,7 +370,7 @@ mod tests {
             colocation,
             open,
             server,
-            ..
+            client: _client,
         } = message_from(cpus[0], 2);
         on_a_thread(|| {
             assert!(!colocation.follow(&server));
@@ -375,7 +383,12 @@ mod tests {
     #[test]
     fn a_disabled_colocation_pins_nothing() {
         let cpus = allowed_cpus();
-        let Setup { open, server, .. } = message_from(cpus[0], 1);
+        let Setup {
+            open,
+            server,
+            client: _client,
+            ..
+        } = message_from(cpus[0], 1);
         let colocation = Colocation::new(false, open);
         on_a_thread(|| {
             assert!(!colocation.follow(&server));
