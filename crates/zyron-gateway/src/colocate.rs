@@ -14,9 +14,13 @@
 //! So while the server has exactly one connection, the threads that serve it
 //! are pinned to the CPU the client's last message arrived on
 //! (`SO_INCOMING_CPU`: for a client on the same machine, the CPU it sent
-//! from), and follow it if it moves. With pgbench's one client (prepared),
-//! the runtime's workers pinned to pgbench's vCPU ran 2,261 to 2,542 tps,
-//! PostgreSQL 2,034, and unpinned 1,749 to 1,817.
+//! from), and follow it if it moves. With pgbench's one client (prepared,
+//! 8 s rounds alternated) that ran 2,138 to 2,355 tps, against 1,527 to 1,730
+//! without it and PostgreSQL's 1,553 to 1,844. The kernel keeps waking the
+//! client on the idle CPU while the server's thread is busy, so the threads
+//! move up to about once a transaction; with simple statements, where moves
+//! come twice as often, following cost about a tenth (1,080 to 1,287 tps
+//! against 1,222 to 1,319, PostgreSQL 958 to 998).
 //!
 //! The pinning ends as soon as it could cost anything: when a second
 //! connection opens, when the last one closes, and before a statement goes
