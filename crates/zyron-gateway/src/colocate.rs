@@ -153,9 +153,14 @@ fn incoming_cpu(socket: &TcpStream) -> Option<usize> {
     usize::try_from(cpu).ok()
 }
 
+/// The calling thread's kernel id, asked of the kernel once per thread:
+/// `follow` runs after every reply, and `gettid` is a system call.
 fn current_thread() -> libc::pid_t {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::gettid() }
+    thread_local! {
+        // SAFETY: gettid has no arguments and cannot fail.
+        static ID: libc::pid_t = unsafe { libc::gettid() };
+    }
+    ID.with(|id| *id)
 }
 
 fn set_affinity(thread: libc::pid_t, cpus: &CpuSet) -> io::Result<()> {

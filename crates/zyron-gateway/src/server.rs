@@ -188,9 +188,9 @@ impl PgServer {
         let activity = Arc::new(Activity::counted_in(Arc::clone(&self.in_flight)));
         let mut session = self.engine.new_session();
         let session_id = session.id();
-        let colocation = Arc::clone(&self.colocation);
         // DataFusion's plans run on every worker: no pinning to one CPU then.
-        session.before_planning(Arc::new(move || colocation.release()));
+        let before_plans = Arc::clone(&self.colocation);
+        session.before_planning(Arc::new(move || before_plans.release()));
         let between = peek_handle(&stream).map(|socket| BetweenMessages {
             colocation: Arc::clone(&self.colocation),
             busy_poll: Arc::clone(&self.busy_poll),
@@ -203,13 +203,13 @@ impl PgServer {
             Arc::clone(&activity),
             between,
         );
-        let colocation = Arc::clone(&self.colocation);
+        let after_close = Arc::clone(&self.colocation);
         let grace = Duration::from_millis(self.options.shutdown_grace_ms);
         async move {
             tracing::debug!(%peer, session_id, "connection opened");
             let ending = serve_until_shutdown(stream, handlers, &activity, shutdown, grace).await;
             open.fetch_sub(1, Ordering::SeqCst);
-            colocation.release();
+            after_close.release();
             tracing::debug!(%peer, session_id, "connection closed");
             ending
         }
