@@ -373,20 +373,27 @@ impl CopyHandler for Backend {
 
 /// Runs `work`, turning a panic inside it into an XX000 error for this query:
 /// a bug in one statement must not close the client's connection.
-async fn catch_panic<T>(work: impl Future<Output = T>) -> Result<T, ZyronError> {
-    AssertUnwindSafe(work)
+///
+/// `work` is boxed at once: a statement's future is most of a kilobyte, and
+/// the handler's futures above it (one of which pgwire boxes again) then
+/// hold and move a pointer instead of copying it at every layer.
+fn catch_panic<'a, T>(
+    work: impl Future<Output = T> + Send + 'a,
+) -> impl Future<Output = Result<T, ZyronError>> + Send + 'a {
+    AssertUnwindSafe(Box::pin(work))
         .catch_unwind()
-        .await
-        .map_err(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown cause".to_owned());
-            tracing::error!(%message, "statement panicked");
-            ZyronError::internal(format!(
-                "internal error while executing the statement: {message}"
-            ))
+        .map(|caught| {
+            caught.map_err(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown cause".to_owned());
+                tracing::error!(%message, "statement panicked");
+                ZyronError::internal(format!(
+                    "internal error while executing the statement: {message}"
+                ))
+            })
         })
 }
 
