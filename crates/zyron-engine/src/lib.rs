@@ -30,6 +30,7 @@ pub mod demo;
 mod engine;
 mod errors;
 pub mod external;
+mod function_columns;
 pub mod heap;
 pub mod lake;
 mod leaf_exec;

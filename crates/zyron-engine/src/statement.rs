@@ -155,17 +155,12 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
         Ok(statements) => statements
             .into_iter()
             .map(|statement| match statement {
-                DfStatement::Statement(inner) => {
-                    classify(DfStatement::Statement(Box::new(compat.rewrite(*inner))))
-                }
+                DfStatement::Statement(inner) => classify_sql(compat.rewrite(*inner)),
                 other => Ok(Parsed::DataFusion(other)),
             })
             .collect(),
         Err(df_error) => match compat.parse(sql) {
-            Ok(statements) => statements
-                .into_iter()
-                .map(|s| classify(DfStatement::Statement(Box::new(s))))
-                .collect(),
+            Ok(statements) => statements.into_iter().map(classify_sql).collect(),
             Err(_) => Err(to_zyron_error(df_error.into())),
         },
     }?;
@@ -358,6 +353,12 @@ fn isolation_of(modes: &[ast::TransactionMode]) -> Option<zyron_txn::Isolation> 
 fn compatibility_parser() -> &'static PostgresCompatibilityParser {
     static PARSER: OnceLock<PostgresCompatibilityParser> = OnceLock::new();
     PARSER.get_or_init(PostgresCompatibilityParser::new)
+}
+
+/// Classifies a plain SQL statement, named the way PostgreSQL names things.
+fn classify_sql(mut statement: ast::Statement) -> Result<Parsed> {
+    crate::function_columns::name_after_alias(&mut statement);
+    classify(DfStatement::Statement(Box::new(statement)))
 }
 
 fn classify(statement: DfStatement) -> Result<Parsed> {
