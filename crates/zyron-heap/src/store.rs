@@ -89,6 +89,9 @@ struct CatalogEntry {
     /// Set when a committed DROP removed it; kept until no snapshot or
     /// checkpoint can need it.
     dropped_ts: Option<u64>,
+    /// The transaction whose DROP (or TRUNCATE) of this table is being
+    /// committed: it has its commit timestamp and waits for its fdatasync.
+    dropping: Option<TxnId>,
 }
 
 #[derive(Default)]
@@ -139,6 +142,14 @@ impl Catalog {
             .map(|e| &e.table)
     }
 
+    /// Whether `txn` may still commit a write to, or a drop of, table `id`: no DROP
+    /// or TRUNCATE of it by another transaction has committed or taken its timestamp.
+    fn writable_by(&self, id: u64, txn: TxnId) -> bool {
+        self.entries
+            .get(&id)
+            .is_some_and(|e| e.dropped_ts.is_none() && e.dropping.is_none_or(|t| t == txn))
+    }
+
     fn put(&mut self, table: Arc<HeapTable>) {
         let def = table.def();
         self.names.insert(&def.schema, &def.name, def.id);
@@ -147,6 +158,7 @@ impl Catalog {
             CatalogEntry {
                 table,
                 dropped_ts: None,
+                dropping: None,
             },
         );
     }
@@ -438,6 +450,24 @@ enum Ddl {
     Create(Arc<HeapTable>),
     Drop(Arc<HeapTable>),
     Redefine { new: Arc<HeapTable> },
+}
+
+/// The catalog, held shared by a committing transaction that only writes rows and
+/// exclusively by one that drops tables (see `Transaction::claim_tables`).
+enum CatalogLock<'s> {
+    Read(std::sync::RwLockReadGuard<'s, Catalog>),
+    Write(std::sync::RwLockWriteGuard<'s, Catalog>),
+}
+
+impl std::ops::Deref for CatalogLock<'_> {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        match self {
+            CatalogLock::Read(guard) => guard,
+            CatalogLock::Write(guard) => guard,
+        }
+    }
 }
 
 struct Savepoint {
@@ -825,9 +855,20 @@ impl Transaction {
     fn undo_ddl(&mut self, keep: usize) {
         let mut catalog = self.store.catalog_write();
         for ddl in self.ddl.drain(keep..) {
-            if let Ddl::Create(t) = ddl {
-                catalog.reserved.remove(&t.def().schema, &t.def().name);
-                t.release_all();
+            match ddl {
+                Ddl::Create(t) => {
+                    catalog.reserved.remove(&t.def().schema, &t.def().name);
+                    t.release_all();
+                }
+                // A commit that claimed the table and then failed (its fdatasync) gives it back.
+                Ddl::Drop(t) => {
+                    if let Some(entry) = catalog.entries.get_mut(&t.id())
+                        && entry.dropping == Some(self.txn)
+                    {
+                        entry.dropping = None;
+                    }
+                }
+                Ddl::Redefine { .. } => {}
             }
         }
     }
@@ -839,22 +880,26 @@ impl Transaction {
             self.store.txns.finish_abort(self.txn);
             return Ok(());
         }
-        if let Err(err) = self.check_tables_still_exist() {
-            self.abort();
-            return Err(err);
-        }
         let mut payload = Vec::with_capacity(16 + self.redo.len());
         payload.extend_from_slice(&self.txn.to_le_bytes());
         payload.extend_from_slice(&[0; 8]);
         payload.extend_from_slice(&self.redo);
         let mut end_lsn = 0;
         let store = self.store.clone();
+        let claimed = match self.claim_tables(&store) {
+            Ok(claimed) => claimed,
+            Err(err) => {
+                self.abort();
+                return Err(err);
+            }
+        };
         let ticket = store.txns.commit_in_order(self.txn, |ts| {
             payload[8..16].copy_from_slice(&ts.to_le_bytes());
             let appended = store.wal.append(KIND_COMMIT, &payload)?;
             end_lsn = appended.end_lsn;
             Ok(appended.lsn)
         });
+        drop(claimed);
         let ticket = match ticket {
             Ok(ticket) => ticket,
             Err(err) => {
@@ -889,32 +934,56 @@ impl Transaction {
         Ok(())
     }
 
-    fn check_tables_still_exist(&self) -> Result<()> {
-        let catalog = self.store.catalog_read();
+    /// Checks that no DROP or TRUNCATE ordered before this commit removed a table it
+    /// writes or drops, and claims the tables it drops itself. The caller holds the
+    /// returned lock while the commit takes its timestamp and its place in the WAL,
+    /// so that no commit can follow a DROP in the log with writes to the dropped
+    /// table: replay would find no table for them, and a TRUNCATE would lose them.
+    /// The loser gets 40001 and may retry. (The catalog lock is taken before the
+    /// transaction manager's, as a checkpoint takes them.)
+    fn claim_tables<'s>(&self, store: &'s Store) -> Result<CatalogLock<'s>> {
+        let drops_any = self.ddl.iter().any(|d| matches!(d, Ddl::Drop(_)));
+        let mut catalog = match drops_any {
+            true => CatalogLock::Write(store.catalog_write()),
+            false => CatalogLock::Read(store.catalog_read()),
+        };
         let created: Vec<u64> = self
             .ddl
             .iter()
-            .filter_map(|d| {
-                if let Ddl::Create(t) = d {
-                    Some(t.id())
-                } else {
-                    None
-                }
+            .filter_map(|d| match d {
+                Ddl::Create(t) => Some(t.id()),
+                _ => None,
             })
             .collect();
-        for write in &self.writes {
-            let id = write.table.id();
-            if !created.contains(&id) && catalog.live(id).is_none() {
-                return Err(ZyronError::new(
-                    SqlState::SERIALIZATION_FAILURE,
-                    format!(
-                        "table \"{}\" was dropped by a concurrent transaction",
-                        write.table.def().name
-                    ),
-                ));
+        let dropped = self.ddl.iter().filter_map(|d| match d {
+            Ddl::Drop(t) if !created.contains(&t.id()) => Some(t),
+            _ => None,
+        });
+        let written = self
+            .writes
+            .iter()
+            .map(|w| &w.table)
+            .filter(|t| !created.contains(&t.id()));
+        if let Some(gone) = written
+            .chain(dropped.clone())
+            .find(|t| !catalog.writable_by(t.id(), self.txn))
+        {
+            return Err(ZyronError::new(
+                SqlState::SERIALIZATION_FAILURE,
+                format!(
+                    "could not serialize access: table \"{}\" was dropped or truncated by a concurrent transaction",
+                    gone.def().name
+                ),
+            ));
+        }
+        if let CatalogLock::Write(catalog) = &mut catalog {
+            for table in dropped {
+                if let Some(entry) = catalog.entries.get_mut(&table.id()) {
+                    entry.dropping = Some(self.txn);
+                }
             }
         }
-        Ok(())
+        Ok(catalog)
     }
 
     fn publish_ddl(&mut self, ts: u64) {

@@ -689,3 +689,38 @@ fn nulls_in_not_null_columns_are_refused() {
     assert_eq!(err.sqlstate(), SqlState::NOT_NULL_VIOLATION);
     assert!(bad.column(0).is_null(0));
 }
+
+/// Polls a commit once: it logs its record, then waits for fdatasync (`Pending`)
+/// and has not yet made its changes visible.
+fn start_commit<F: std::future::Future>(commit: std::pin::Pin<&mut F>) {
+    let waker = futures::task::noop_waker();
+    let polled = commit.poll(&mut std::task::Context::from_waker(&waker));
+    assert!(
+        polled.is_pending(),
+        "the commit should wait for its fdatasync"
+    );
+}
+
+/// A write that commits after a concurrent DROP took its timestamp must fail: its
+/// record would follow the DROP in the WAL, and replay would find no table for it.
+#[test]
+fn a_write_ordered_after_a_concurrent_drop_fails_and_the_log_still_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        let table = create_with_rows(&store, "t", 0..10);
+        let mut writer = store.begin(Isolation::ReadCommitted);
+        block_on(writer.insert(&table, &batch(100..110, "late"))).unwrap();
+        let mut dropper = store.begin(Isolation::ReadCommitted);
+        dropper.drop_table(&table).unwrap();
+        let drop_commit = dropper.commit(Durability::Synchronous);
+        let mut drop_commit = std::pin::pin!(drop_commit);
+        start_commit(drop_commit.as_mut());
+        let err = block_on(writer.commit(Durability::Synchronous)).unwrap_err();
+        assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+        block_on(drop_commit).unwrap();
+        assert!(store.table(DEFAULT_SCHEMA, "t").is_none());
+    }
+    let store = open(dir.path());
+    assert!(store.table(DEFAULT_SCHEMA, "t").is_none());
+}
