@@ -1020,11 +1020,8 @@ impl Session {
                     .iter()
                     .map(|t| t.name.clone())
                     .collect();
-                let mut guard = self.txn.lock().await;
-                let txn = guard
-                    .as_mut()
-                    .ok_or_else(|| ZyronError::internal("no transaction is open"))?;
-                heap::truncate_tables(txn, &names).await?;
+                self.with_txn(|txn| heap::truncate_tables(txn, &names))
+                    .await?;
                 CommandTag::new("TRUNCATE TABLE")
             }
             ast::Statement::AlterTable(alter) => match primary_key_added(alter) {

@@ -763,6 +763,34 @@ impl Transaction {
         Ok(())
     }
 
+    /// `TRUNCATE`: replaces the table with an empty one of the same definition (and
+    /// a new id), as PostgreSQL gives a truncated table a new file, so the cost does
+    /// not grow with the rows and their memory goes back at the next checkpoint.
+    /// As in PostgreSQL, it is not MVCC-safe: once committed, older snapshots see
+    /// the table empty. A concurrent transaction that writes to the table and
+    /// commits after it fails with 40001 (see `claim_tables`), as does a second
+    /// concurrent TRUNCATE.
+    pub fn truncate_table(&mut self, table: &Arc<HeapTable>) -> Result<Arc<HeapTable>> {
+        let def = table.def().clone();
+        let held_by_other = self
+            .store
+            .catalog_read()
+            .reserved
+            .get(&def.schema, &def.name)
+            .is_some_and(|&holder| holder != self.txn);
+        if held_by_other {
+            return Err(ZyronError::new(
+                SqlState::SERIALIZATION_FAILURE,
+                format!(
+                    "could not serialize access: table \"{}\" is being truncated or created by a concurrent transaction",
+                    def.name
+                ),
+            ));
+        }
+        self.drop_table(table)?;
+        self.create_table(def)
+    }
+
     /// A new definition for a table (same columns), such as an added primary key.
     pub fn redefine_table(
         &mut self,

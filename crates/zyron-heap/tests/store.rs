@@ -724,3 +724,91 @@ fn a_write_ordered_after_a_concurrent_drop_fails_and_the_log_still_replays() {
     let store = open(dir.path());
     assert!(store.table(DEFAULT_SCHEMA, "t").is_none());
 }
+
+#[test]
+fn truncate_replaces_the_table_with_an_empty_one_transactionally() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        let table = create_with_rows(&store, "t", 0..1000);
+
+        // Rolled back, whole or to a savepoint: every row is back.
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        txn.truncate_table(&table).unwrap();
+        txn.rollback();
+        assert_eq!(read(&store, "t").len(), 1000);
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        txn.savepoint("s");
+        let empty = txn.truncate_table(&table).unwrap();
+        assert!(contents(&txn, &empty).is_empty());
+        txn.rollback_to_savepoint("s").unwrap();
+        let again = txn.table(DEFAULT_SCHEMA, "t").unwrap();
+        assert!(Arc::ptr_eq(&again, &table));
+        assert_eq!(contents(&txn, &again).len(), 1000);
+        txn.rollback();
+
+        // Rows written before the TRUNCATE in the same transaction go with it; keys of
+        // the old rows are free again at once.
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        block_on(txn.insert(&table, &batch(2000..2010, "gone"))).unwrap();
+        let empty = txn.truncate_table(&table).unwrap();
+        assert_ne!(empty.id(), table.id());
+        block_on(txn.insert(&empty, &batch(5..8, "new"))).unwrap();
+        let other = store.begin(Isolation::ReadCommitted);
+        assert_eq!(contents(&other, &table).len(), 1000, "not committed yet");
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        let expected: Vec<(i64, String)> = (5..8).map(|i| (i, format!("new{i}"))).collect();
+        assert_eq!(read(&store, "t"), expected);
+        let mut dup = store.begin(Isolation::ReadCommitted);
+        let current = dup.table(DEFAULT_SCHEMA, "t").unwrap();
+        let err = block_on(dup.insert(&current, &batch([6], "dup"))).unwrap_err();
+        assert_eq!(err.sqlstate(), SqlState::UNIQUE_VIOLATION);
+    }
+    let store = open(dir.path());
+    let expected: Vec<(i64, String)> = (5..8).map(|i| (i, format!("new{i}"))).collect();
+    assert_eq!(read(&store, "t"), expected);
+}
+
+#[test]
+fn truncate_orders_against_concurrent_writers_and_truncates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+
+    // A write committed before the TRUNCATE's commit is truncated with the rest,
+    // as if the two had run one after the other.
+    let mut early = store.begin(Isolation::ReadCommitted);
+    block_on(early.insert(&table, &batch(100..105, "early"))).unwrap();
+    let mut truncater = store.begin(Isolation::ReadCommitted);
+    truncater.truncate_table(&table).unwrap();
+    block_on(early.commit(Durability::Synchronous)).unwrap();
+    block_on(truncater.commit(Durability::Synchronous)).unwrap();
+    assert!(read(&store, "t").is_empty());
+
+    // A write, or a second TRUNCATE, that would commit after it fails with 40001.
+    let table = store.table(DEFAULT_SCHEMA, "t").unwrap();
+    block_on(async {
+        let mut seed = store.begin(Isolation::ReadCommitted);
+        seed.insert(&table, &batch(0..3, "kept")).await.unwrap();
+        seed.commit(Durability::Synchronous).await.unwrap();
+    });
+    let mut late = store.begin(Isolation::ReadCommitted);
+    block_on(late.insert(&table, &batch(200..205, "late"))).unwrap();
+    let mut rival = store.begin(Isolation::ReadCommitted);
+    let mut truncater = store.begin(Isolation::ReadCommitted);
+    truncater.truncate_table(&table).unwrap();
+    let err = rival.truncate_table(&table).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    rival.rollback();
+    let commit = truncater.commit(Durability::Synchronous);
+    let mut commit = std::pin::pin!(commit);
+    start_commit(commit.as_mut());
+    let err = block_on(late.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    block_on(commit).unwrap();
+    assert!(read(&store, "t").is_empty());
+    let mut after = store.begin(Isolation::ReadCommitted);
+    let current = after.table(DEFAULT_SCHEMA, "t").unwrap();
+    after.truncate_table(&current).unwrap();
+    block_on(after.commit(Durability::Synchronous)).unwrap();
+}

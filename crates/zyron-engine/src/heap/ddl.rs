@@ -262,28 +262,17 @@ pub fn resolve(txn: &Transaction, names: &[ObjectName]) -> Result<Vec<Arc<HeapTa
         .collect()
 }
 
-/// `TRUNCATE a, b, ...`: deletes every row the transaction sees; returns how many.
-pub async fn truncate_tables(txn: &mut Transaction, names: &[ObjectName]) -> Result<u64> {
-    let mut count = 0;
+/// `TRUNCATE a, b, ...`: each table is replaced by an empty one
+/// (`Transaction::truncate_table`); a table named twice is truncated once.
+pub fn truncate_tables(txn: &mut Transaction, names: &[ObjectName]) -> Result<()> {
+    let mut truncated = Vec::new();
     for table in resolve(txn, names)? {
-        let snapshot = txn.snapshot();
-        let mut slots = Vec::new();
-        for page in (0..table.page_count()).step_by(8) {
-            slots.extend(
-                table
-                    .scan_pages(
-                        &snapshot,
-                        page..(page + 8).min(table.page_count()),
-                        Some(&[]),
-                    )?
-                    .0,
-            );
-        }
-        for slot in slots {
-            count += u64::from(txn.delete(&table, slot, |_| Ok(true)).await?);
+        if !truncated.contains(&table.id()) {
+            truncated.push(table.id());
+            txn.truncate_table(&table)?;
         }
     }
-    Ok(count)
+    Ok(())
 }
 
 /// `ALTER TABLE t ADD PRIMARY KEY (columns)`: the key columns become NOT
