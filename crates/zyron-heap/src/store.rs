@@ -89,9 +89,12 @@ struct CatalogEntry {
     /// Set when a committed DROP removed it; kept until no snapshot or
     /// checkpoint can need it.
     dropped_ts: Option<u64>,
-    /// The transaction whose DROP (or TRUNCATE) of this table is being
+    /// The transaction whose DROP, TRUNCATE or ALTER of this table is being
     /// committed: it has its commit timestamp and waits for its fdatasync.
     dropping: Option<TxnId>,
+    /// Commits that wrote to this version of the table, so that an ALTER can tell
+    /// whether one came after it copied the table (see `Transaction::claim_tables`).
+    write_commits: AtomicU64,
 }
 
 #[derive(Default)]
@@ -142,12 +145,19 @@ impl Catalog {
             .map(|e| &e.table)
     }
 
-    /// Whether `txn` may still commit a write to, or a drop of, table `id`: no DROP
-    /// or TRUNCATE of it by another transaction has committed or taken its timestamp.
-    fn writable_by(&self, id: u64, txn: TxnId) -> bool {
+    /// The entry of table `id` if `txn` may still commit a drop or a new version
+    /// of it: no DROP, TRUNCATE or ALTER by another transaction has committed or
+    /// taken its timestamp.
+    fn claimable_by(&self, id: u64, txn: TxnId) -> Option<&CatalogEntry> {
         self.entries
             .get(&id)
-            .is_some_and(|e| e.dropped_ts.is_none() && e.dropping.is_none_or(|t| t == txn))
+            .filter(|e| e.dropped_ts.is_none() && e.dropping.is_none_or(|t| t == txn))
+    }
+
+    /// Whether `txn` may commit writes to `table`: it is still the current version.
+    fn writable_by(&self, table: &Arc<HeapTable>, txn: TxnId) -> bool {
+        self.claimable_by(table.id(), txn)
+            .is_some_and(|e| Arc::ptr_eq(&e.table, table))
     }
 
     fn put(&mut self, table: Arc<HeapTable>) {
@@ -159,6 +169,7 @@ impl Catalog {
                 table,
                 dropped_ts: None,
                 dropping: None,
+                write_commits: AtomicU64::new(0),
             },
         );
     }
@@ -449,7 +460,11 @@ impl Write {
 enum Ddl {
     Create(Arc<HeapTable>),
     Drop(Arc<HeapTable>),
-    Redefine { new: Arc<HeapTable> },
+    Redefine {
+        new: Arc<HeapTable>,
+        /// The table's `write_commits` before the new version copied it.
+        commits_before: u64,
+    },
 }
 
 /// The catalog, held shared by a committing transaction that only writes rows and
@@ -539,7 +554,7 @@ impl Transaction {
     pub fn table(&self, schema: &str, name: &str) -> Option<Arc<HeapTable>> {
         for ddl in self.ddl.iter().rev() {
             match ddl {
-                Ddl::Create(t) | Ddl::Redefine { new: t }
+                Ddl::Create(t) | Ddl::Redefine { new: t, .. }
                     if t.def().schema == schema && t.def().name == name =>
                 {
                     return Some(t.clone());
@@ -561,7 +576,7 @@ impl Transaction {
             .collect();
         for ddl in &self.ddl {
             match ddl {
-                Ddl::Create(t) | Ddl::Redefine { new: t } => {
+                Ddl::Create(t) | Ddl::Redefine { new: t, .. } => {
                     by_name.insert((t.def().schema.clone(), t.def().name.clone()), t.clone());
                 }
                 Ddl::Drop(t) => {
@@ -802,11 +817,21 @@ impl Transaction {
         // holds; it rises to the commit timestamp at publication. (`visible_ts`, not a new
         // snapshot: taking one would move this transaction's pin for garbage collection.)
         let built_ts = self.store.txns.visible_ts();
+        // Read before copying: a write that commits after this is caught at commit.
+        let commits_before = self
+            .store
+            .catalog_read()
+            .entries
+            .get(&table.id())
+            .map_or(0, |e| e.write_commits.load(Ordering::Acquire));
         let new = Arc::new(table.with_def(def, built_ts, Charge::Checked)?);
         self.log(&Op::Redefine {
             def: new.def().to_json(),
         })?;
-        self.ddl.push(Ddl::Redefine { new: new.clone() });
+        self.ddl.push(Ddl::Redefine {
+            new: new.clone(),
+            commits_before,
+        });
         Ok(new)
     }
 
@@ -889,14 +914,13 @@ impl Transaction {
                     t.release_all();
                 }
                 // A commit that claimed the table and then failed (its fdatasync) gives it back.
-                Ddl::Drop(t) => {
+                Ddl::Drop(t) | Ddl::Redefine { new: t, .. } => {
                     if let Some(entry) = catalog.entries.get_mut(&t.id())
                         && entry.dropping == Some(self.txn)
                     {
                         entry.dropping = None;
                     }
                 }
-                Ddl::Redefine { .. } => {}
             }
         }
     }
@@ -962,19 +986,25 @@ impl Transaction {
         Ok(())
     }
 
-    /// Checks that no DROP or TRUNCATE ordered before this commit removed a table it
-    /// writes or drops, and claims the tables it drops itself. The caller holds the
-    /// returned lock while the commit takes its timestamp and its place in the WAL,
-    /// so that no commit can follow a DROP in the log with writes to the dropped
-    /// table: replay would find no table for them, and a TRUNCATE would lose them.
-    /// The loser gets 40001 and may retry. (The catalog lock is taken before the
-    /// transaction manager's, as a checkpoint takes them.)
+    /// Checks that no DROP, TRUNCATE or ALTER ordered before this commit replaced a
+    /// table it writes, drops or alters, and that no write committed to a table it
+    /// alters since it copied it; then claims the tables it replaces. The caller
+    /// holds the returned lock while the commit takes its timestamp and its place
+    /// in the WAL, so that no commit can follow a DROP in the log with writes to
+    /// the dropped table (replay would find no table for them), and no write is
+    /// lost to a version of a table that another commit replaced. The loser gets
+    /// 40001 and may retry. (The catalog lock is taken before the transaction
+    /// manager's, as a checkpoint takes them.)
     fn claim_tables<'s>(&self, store: &'s Store) -> Result<CatalogLock<'s>> {
-        let drops_any = self.ddl.iter().any(|d| matches!(d, Ddl::Drop(_)));
-        let mut catalog = match drops_any {
+        let replaces_any = self
+            .ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Drop(_) | Ddl::Redefine { .. }));
+        let mut catalog = match replaces_any {
             true => CatalogLock::Write(store.catalog_write()),
             false => CatalogLock::Read(store.catalog_read()),
         };
+        // Tables created here, and versions made here, are in no catalog yet.
         let created: Vec<u64> = self
             .ddl
             .iter()
@@ -983,30 +1013,54 @@ impl Transaction {
                 _ => None,
             })
             .collect();
-        let dropped = self.ddl.iter().filter_map(|d| match d {
-            Ddl::Drop(t) if !created.contains(&t.id()) => Some(t),
-            _ => None,
-        });
-        let written = self
+        let made_here = |table: &Arc<HeapTable>| {
+            created.contains(&table.id())
+                || self
+                    .ddl
+                    .iter()
+                    .any(|d| matches!(d, Ddl::Redefine { new, .. } if Arc::ptr_eq(new, table)))
+        };
+        let written: Vec<&Arc<HeapTable>> = self
             .writes
             .iter()
             .map(|w| &w.table)
-            .filter(|t| !created.contains(&t.id()));
-        if let Some(gone) = written
-            .chain(dropped.clone())
-            .find(|t| !catalog.writable_by(t.id(), self.txn))
-        {
-            return Err(ZyronError::new(
-                SqlState::SERIALIZATION_FAILURE,
-                format!(
-                    "could not serialize access: table \"{}\" was dropped or truncated by a concurrent transaction",
-                    gone.def().name
-                ),
-            ));
+            .filter(|t| !made_here(t))
+            .collect();
+        if let Some(gone) = written.iter().find(|t| !catalog.writable_by(t, self.txn)) {
+            return Err(replaced_concurrently(gone, "dropped, truncated or altered"));
+        }
+        let mut replaced = Vec::new();
+        for ddl in &self.ddl {
+            let (table, commits_before) = match ddl {
+                Ddl::Drop(t) => (t, None),
+                Ddl::Redefine {
+                    new,
+                    commits_before,
+                } => (new, Some(*commits_before)),
+                Ddl::Create(_) => continue,
+            };
+            if created.contains(&table.id()) {
+                continue;
+            }
+            let Some(entry) = catalog.claimable_by(table.id(), self.txn) else {
+                return Err(replaced_concurrently(
+                    table,
+                    "dropped, truncated or altered",
+                ));
+            };
+            if commits_before.is_some_and(|c| c != entry.write_commits.load(Ordering::Acquire)) {
+                return Err(replaced_concurrently(table, "written"));
+            }
+            replaced.push(table.id());
+        }
+        for table in written {
+            if let Some(entry) = catalog.entries.get(&table.id()) {
+                entry.write_commits.fetch_add(1, Ordering::AcqRel);
+            }
         }
         if let CatalogLock::Write(catalog) = &mut catalog {
-            for table in dropped {
-                if let Some(entry) = catalog.entries.get_mut(&table.id()) {
+            for id in replaced {
+                if let Some(entry) = catalog.entries.get_mut(&id) {
                     entry.dropping = Some(self.txn);
                 }
             }
@@ -1026,7 +1080,7 @@ impl Transaction {
                     catalog.put(t);
                 }
                 Ddl::Drop(t) => catalog.drop_table(t.id(), ts),
-                Ddl::Redefine { new } => {
+                Ddl::Redefine { new, .. } => {
                     new.index_serves_from(ts);
                     catalog.put(new)
                 }
@@ -1060,6 +1114,17 @@ impl Drop for Transaction {
             self.abort();
         }
     }
+}
+
+/// 40001 for a commit that lost a race for `table` (see `Transaction::claim_tables`).
+fn replaced_concurrently(table: &HeapTable, how: &str) -> ZyronError {
+    ZyronError::new(
+        SqlState::SERIALIZATION_FAILURE,
+        format!(
+            "could not serialize access: table \"{}\" was {how} by a concurrent transaction",
+            table.def().name
+        ),
+    )
 }
 
 fn already_exists(name: &str) -> ZyronError {

@@ -812,3 +812,46 @@ fn truncate_orders_against_concurrent_writers_and_truncates() {
     after.truncate_table(&current).unwrap();
     block_on(after.commit(Durability::Synchronous)).unwrap();
 }
+
+/// ALTER TABLE ... ADD PRIMARY KEY builds a new version of the table from the rows
+/// there when it runs: a write committed meanwhile would be missing from it, so the
+/// ALTER fails with 40001; a write to the old version committed after the ALTER fails.
+#[test]
+fn a_redefinition_fails_rather_than_lose_a_write_committed_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut creator = store.begin(Isolation::ReadCommitted);
+    let table = creator.create_table(def("t", false)).unwrap();
+    block_on(creator.insert(&table, &batch(0..10, "v"))).unwrap();
+    block_on(creator.commit(Durability::Synchronous)).unwrap();
+    let keyed = |t: &Arc<HeapTable>| TableDef {
+        primary_key: vec![0],
+        ..t.def().clone()
+    };
+
+    let mut alter = store.begin(Isolation::ReadCommitted);
+    alter.redefine_table(&table, keyed(&table)).unwrap();
+    let mut writer = store.begin(Isolation::ReadCommitted);
+    let many = PAGE_SLOTS as i64 * 3;
+    block_on(writer.insert(&table, &batch(10..10 + many, "meanwhile"))).unwrap();
+    block_on(writer.commit(Durability::Synchronous)).unwrap();
+    let err = block_on(alter.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    assert_eq!(read(&store, "t").len(), 10 + many as usize);
+
+    let mut late = store.begin(Isolation::ReadCommitted);
+    block_on(late.insert(&table, &batch([-1], "late"))).unwrap();
+    let mut alter = store.begin(Isolation::ReadCommitted);
+    alter.redefine_table(&table, keyed(&table)).unwrap();
+    block_on(alter.commit(Durability::Synchronous)).unwrap();
+    let err = block_on(late.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    assert_eq!(read(&store, "t").len(), 10 + many as usize);
+    assert!(
+        store
+            .table(DEFAULT_SCHEMA, "t")
+            .unwrap()
+            .key_codec()
+            .is_some()
+    );
+}
