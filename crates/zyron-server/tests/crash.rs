@@ -5,7 +5,9 @@
 //! Every kill is followed by a restart on the same data directory and these
 //! checks: each acknowledged COMMIT is present; no transaction is partly
 //! visible (each writer's running total equals the sum of its ledger rows);
-//! nothing is present that was not at least sent.
+//! nothing is present that was not at least sent. Beside the writers, two
+//! clients race DDL against writes on another table (`churn_until_killed`),
+//! so kills also land there, and every restart must replay it.
 //!
 //! `ZYRON_CRASH_KILLS` sets the number of kills (CI: 4; the published run: 50+).
 
@@ -69,6 +71,31 @@ async fn write_until_killed(
     }
 }
 
+/// One side of a race on table `churn`: inserts into it, or truncates it, until
+/// the server dies. A write that loses the race fails with 40001 (a write ordered
+/// after a TRUNCATE in the log once made replay fail, and the server could not
+/// start again); any other error from a live server fails the test. Returns how
+/// many statements succeeded.
+async fn churn_until_killed(client: Client, truncate: bool) -> u64 {
+    let sql = match truncate {
+        true => "TRUNCATE churn",
+        false => "INSERT INTO churn SELECT CAST(value AS INT) FROM generate_series(1, 20)",
+    };
+    let mut done = 0;
+    loop {
+        match client.batch_execute(sql).await {
+            Ok(()) => done += 1,
+            Err(err) => match err.as_db_error() {
+                Some(db)
+                    if db.code() == &tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE => {
+                }
+                Some(db) => panic!("{sql}: {}: {}", db.code().code(), db.message()),
+                None => return done, // the server died
+            },
+        }
+    }
+}
+
 /// After a restart: everything acknowledged is there, nothing is half there.
 async fn verify(client: &Client, ledger: &Ledger) -> BTreeMap<i32, i64> {
     let rows = client
@@ -129,7 +156,8 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
         .batch_execute(
             "CREATE TABLE ledger (id BIGINT PRIMARY KEY, writer INT NOT NULL, seq BIGINT NOT NULL, amount BIGINT NOT NULL);
              CREATE TABLE totals (writer INT PRIMARY KEY, n BIGINT NOT NULL, total BIGINT NOT NULL);
-             INSERT INTO totals SELECT CAST(value AS INT), 0 AS n, 0 AS total FROM generate_series(0, 3)",
+             INSERT INTO totals SELECT CAST(value AS INT), 0 AS n, 0 AS total FROM generate_series(0, 3);
+             CREATE TABLE churn (x INT)",
         )
         .await
         .unwrap();
@@ -140,6 +168,7 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let rounds = kills();
     let mut total_acked = 0;
+    let (mut truncates, mut churn_inserts) = (0, 0);
     for round in 0..rounds {
         let running = server.take().unwrap();
         let acked = Arc::new(AtomicU64::new(0));
@@ -154,6 +183,10 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
                 acked.clone(),
             )));
         }
+        let churners = [
+            tokio::spawn(churn_until_killed(running.connect().await, true)),
+            tokio::spawn(churn_until_killed(running.connect().await, false)),
+        ];
         // Kill after a pseudo-random amount of acknowledged work, so kills land
         // mid-commit, mid-group-commit and around checkpoints.
         rng ^= rng << 13;
@@ -171,12 +204,21 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
         for writer in writers {
             writer.await.unwrap();
         }
+        let [truncater, inserter] = churners;
+        truncates += truncater.await.unwrap();
+        churn_inserts += inserter.await.unwrap();
         total_acked += acked.load(Ordering::Relaxed);
         let restarted = ZyronProcess::start(dir.path(), CONFIG)
             .unwrap_or_else(|e| panic!("restart {round}: {e}"));
         let client = restarted.connect().await;
         let snapshot = { std::mem::take(&mut *ledger.lock().unwrap()) };
         next_seq = verify(&client, &snapshot).await;
+        let churned: i64 = client
+            .query_one("SELECT count(*) FROM churn", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(churned % 20, 0, "whole inserts into churn only");
         // Carry on: what is present counts as acknowledged from here.
         let mut carried = Ledger::default();
         for row in client
@@ -189,7 +231,14 @@ async fn sigkill_under_concurrent_commits_loses_nothing_acknowledged() {
         *ledger.lock().unwrap() = carried;
         server = Some(restarted);
     }
-    println!("{rounds} SIGKILLs, {total_acked} acknowledged commits, none lost, none torn");
+    println!(
+        "{rounds} SIGKILLs, {total_acked} acknowledged commits, none lost, none torn; \
+         {truncates} TRUNCATEs raced {churn_inserts} inserts"
+    );
+    assert!(
+        truncates > 0 && churn_inserts > 0,
+        "both sides of the DDL race ran"
+    );
 }
 
 /// The WAL segments of a data directory, in order.
