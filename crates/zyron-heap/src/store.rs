@@ -329,6 +329,9 @@ impl Store {
             total.versions_removed += stats.versions_removed;
             total.slots_freed += stats.slots_freed;
         }
+        // A TRUNCATE's old table goes here, not only at the next checkpoint, so its
+        // memory is back before a reload needs it.
+        self.prune_dropped(horizon);
         total
     }
 
@@ -381,7 +384,7 @@ impl Store {
         checkpoint::write_control(&self.dir, &control)?;
         self.remove_old_images(&name);
         let segments_released = self.wal.truncate_before(redo_lsn)?;
-        self.prune_dropped(snapshot.read_ts);
+        self.prune_dropped(self.txns.gc_horizon().min(snapshot.read_ts));
         let image_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         Ok(CheckpointStats {
             rows,
@@ -404,9 +407,10 @@ impl Store {
         }
     }
 
-    /// Forgets tables whose DROP is older than the newest image.
-    fn prune_dropped(&self, image_ts: u64) {
-        let horizon = self.txns.gc_horizon().min(image_ts);
+    /// Forgets tables whose DROP committed at or below `horizon`: no snapshot can
+    /// reach them, and a checkpoint that still needs one pins a snapshot below its
+    /// DROP.
+    fn prune_dropped(&self, horizon: u64) {
         let mut catalog = self.catalog_write();
         let gone: Vec<u64> = catalog
             .entries

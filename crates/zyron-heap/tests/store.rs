@@ -855,3 +855,43 @@ fn a_redefinition_fails_rather_than_lose_a_write_committed_meanwhile() {
             .is_some()
     );
 }
+
+/// A truncated table's memory is back after VACUUM (which the maintenance thread
+/// runs every few seconds), not only at the next checkpoint: a reload after a
+/// TRUNCATE fits in the budget the first load filled.
+#[test]
+fn vacuum_gives_back_the_memory_of_a_truncated_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions {
+        memory_budget_bytes: 4 << 20,
+        ..options(dir.path())
+    })
+    .unwrap()
+    .0;
+    let load = |store: &Arc<Store>| {
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        let table = txn.table(DEFAULT_SCHEMA, "t").unwrap();
+        block_on(txn.insert(&table, &batch(0..20_000, "row"))).unwrap();
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+    };
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    txn.create_table(def("t", true)).unwrap();
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    load(&store);
+    let loaded = store.memory().used_bytes();
+    assert!(
+        loaded > 2 << 20,
+        "the load fills most of the budget: {loaded}"
+    );
+
+    let mut txn = store.begin(Isolation::ReadCommitted);
+    let table = txn.table(DEFAULT_SCHEMA, "t").unwrap();
+    txn.truncate_table(&table).unwrap();
+    drop(table);
+    block_on(txn.commit(Durability::Synchronous)).unwrap();
+    store.vacuum();
+    let after = store.memory().used_bytes();
+    assert!(after < loaded / 20, "{after} bytes still held of {loaded}");
+    load(&store);
+    assert_eq!(read(&store, "t").len(), 20_000);
+}
