@@ -410,19 +410,24 @@ impl Store {
     /// Forgets tables whose DROP committed at or below `horizon`: no snapshot can
     /// reach them, and a checkpoint that still needs one pins a snapshot below its
     /// DROP.
+    /// A table some transaction still holds is kept: its uncommitted versions'
+    /// memory goes back through that transaction's undo, and must not be given
+    /// back twice.
     fn prune_dropped(&self, horizon: u64) {
-        let mut catalog = self.catalog_write();
-        let gone: Vec<u64> = catalog
-            .entries
-            .iter()
-            .filter(|(_, e)| e.dropped_ts.is_some_and(|ts| ts <= horizon))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in gone {
-            if let Some(entry) = catalog.entries.remove(&id) {
-                entry.table.release_all();
-            }
+        let prunable = |e: &CatalogEntry| {
+            e.dropped_ts.is_some_and(|ts| ts <= horizon) && Arc::strong_count(&e.table) == 1
+        };
+        if !self.catalog_read().entries.values().any(prunable) {
+            return;
         }
+        let mut catalog = self.catalog_write();
+        catalog.entries.retain(|_, e| {
+            let gone = prunable(e);
+            if gone {
+                e.table.release_all();
+            }
+            !gone
+        });
     }
 
     async fn wait_durable(&self, end_lsn: u64) -> Result<()> {
@@ -466,7 +471,9 @@ enum Ddl {
     Drop(Arc<HeapTable>),
     Redefine {
         new: Arc<HeapTable>,
-        /// The table's `write_commits` before the new version copied it.
+        /// The version `new` was copied from.
+        source: Arc<HeapTable>,
+        /// The source's `write_commits` before `new` copied it.
         commits_before: u64,
     },
 }
@@ -798,16 +805,15 @@ impl Transaction {
             .get(&def.schema, &def.name)
             .is_some_and(|&holder| holder != self.txn);
         if held_by_other {
-            return Err(ZyronError::new(
-                SqlState::SERIALIZATION_FAILURE,
-                format!(
-                    "could not serialize access: table \"{}\" is being truncated or created by a concurrent transaction",
-                    def.name
-                ),
-            ));
+            return Err(name_taken_concurrently(&def.name));
         }
+        let name = def.name.clone();
         self.drop_table(table)?;
-        self.create_table(def)
+        self.create_table(def).map_err(|err| match err.sqlstate() {
+            // A concurrent TRUNCATE took the name after the check above.
+            SqlState::DUPLICATE_TABLE => name_taken_concurrently(&name),
+            _ => err,
+        })
     }
 
     /// A new definition for a table (same columns), such as an added primary key.
@@ -834,6 +840,7 @@ impl Transaction {
         })?;
         self.ddl.push(Ddl::Redefine {
             new: new.clone(),
+            source: table.clone(),
             commits_before,
         });
         Ok(new)
@@ -911,10 +918,19 @@ impl Transaction {
 
     fn undo_ddl(&mut self, keep: usize) {
         let mut catalog = self.store.catalog_write();
-        for ddl in self.ddl.drain(keep..) {
+        let undone: Vec<Ddl> = self.ddl.drain(keep..).collect();
+        for ddl in undone {
             match ddl {
                 Ddl::Create(t) => {
-                    catalog.reserved.remove(&t.def().schema, &t.def().name);
+                    // `CREATE t; SAVEPOINT s; TRUNCATE t; ROLLBACK TO s`: the first
+                    // CREATE still holds the name.
+                    let (schema, name) = (&t.def().schema, &t.def().name);
+                    let still_created = self.ddl.iter().any(|d| {
+                        matches!(d, Ddl::Create(c) if &c.def().schema == schema && &c.def().name == name)
+                    });
+                    if !still_created {
+                        catalog.reserved.remove(schema, name);
+                    }
                     t.release_all();
                 }
                 // A commit that claimed the table and then failed (its fdatasync) gives it back.
@@ -1033,29 +1049,32 @@ impl Transaction {
         if let Some(gone) = written.iter().find(|t| !catalog.writable_by(t, self.txn)) {
             return Err(replaced_concurrently(gone, "dropped, truncated or altered"));
         }
+        // A DROP or ALTER must replace the version it saw, not one another commit
+        // put in its place (a TRUNCATE would undo a committed ALTER); an ALTER also
+        // needs that no write committed to it since it was copied. Versions made
+        // here were checked through the catalog version they came from.
         let mut replaced = Vec::new();
         for ddl in &self.ddl {
-            let (table, commits_before) = match ddl {
+            let (base, commits_before) = match ddl {
                 Ddl::Drop(t) => (t, None),
                 Ddl::Redefine {
-                    new,
+                    source,
                     commits_before,
-                } => (new, Some(*commits_before)),
+                    ..
+                } => (source, Some(*commits_before)),
                 Ddl::Create(_) => continue,
             };
-            if created.contains(&table.id()) {
+            if made_here(base) {
                 continue;
             }
-            let Some(entry) = catalog.claimable_by(table.id(), self.txn) else {
-                return Err(replaced_concurrently(
-                    table,
-                    "dropped, truncated or altered",
-                ));
-            };
-            if commits_before.is_some_and(|c| c != entry.write_commits.load(Ordering::Acquire)) {
-                return Err(replaced_concurrently(table, "written"));
+            if !catalog.writable_by(base, self.txn) {
+                return Err(replaced_concurrently(base, "dropped, truncated or altered"));
             }
-            replaced.push(table.id());
+            let entry = &catalog.entries[&base.id()];
+            if commits_before.is_some_and(|c| c != entry.write_commits.load(Ordering::Acquire)) {
+                return Err(replaced_concurrently(base, "written"));
+            }
+            replaced.push(base.id());
         }
         for table in written {
             if let Some(entry) = catalog.entries.get(&table.id()) {
@@ -1127,6 +1146,16 @@ fn replaced_concurrently(table: &HeapTable, how: &str) -> ZyronError {
         format!(
             "could not serialize access: table \"{}\" was {how} by a concurrent transaction",
             table.def().name
+        ),
+    )
+}
+
+/// 40001 for a TRUNCATE whose table name another open transaction holds.
+fn name_taken_concurrently(name: &str) -> ZyronError {
+    ZyronError::new(
+        SqlState::SERIALIZATION_FAILURE,
+        format!(
+            "could not serialize access: table \"{name}\" is being truncated or created by a concurrent transaction"
         ),
     )
 }

@@ -895,3 +895,88 @@ fn vacuum_gives_back_the_memory_of_a_truncated_table() {
     load(&store);
     assert_eq!(read(&store, "t").len(), 20_000);
 }
+
+/// DDL races found in review: each loser fails with 40001 (or 42P07), none wins
+/// over a version of the table it never saw.
+#[test]
+fn ddl_races_fail_rather_than_replace_a_version_they_never_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let keyed = |t: &Arc<HeapTable>| TableDef {
+        primary_key: vec![0],
+        ..t.def().clone()
+    };
+    let plain = |name: &str| {
+        let mut txn = store.begin(Isolation::ReadCommitted);
+        let table = txn.create_table(def(name, false)).unwrap();
+        block_on(txn.insert(&table, &batch(0..10, "v"))).unwrap();
+        block_on(txn.commit(Durability::Synchronous)).unwrap();
+        table
+    };
+
+    // Two ALTERs copy the table before and after a write commits: the second to
+    // commit loses, though the counter it saw matches the first ALTER's fresh one.
+    let table = plain("a");
+    let mut early = store.begin(Isolation::ReadCommitted);
+    early.redefine_table(&table, keyed(&table)).unwrap();
+    let mut writer = store.begin(Isolation::ReadCommitted);
+    block_on(writer.insert(&table, &batch(10..10 + PAGE_SLOTS as i64 * 2, "w"))).unwrap();
+    block_on(writer.commit(Durability::Synchronous)).unwrap();
+    let mut late = store.begin(Isolation::ReadCommitted);
+    late.redefine_table(&table, keyed(&table)).unwrap();
+    block_on(late.commit(Durability::Synchronous)).unwrap();
+    let err = block_on(early.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    assert_eq!(read(&store, "a").len(), 10 + PAGE_SLOTS * 2);
+
+    // A TRUNCATE begun before an ALTER committed would put back the old definition.
+    let table = plain("b");
+    let mut truncater = store.begin(Isolation::ReadCommitted);
+    truncater.truncate_table(&table).unwrap();
+    let mut alter = store.begin(Isolation::ReadCommitted);
+    alter.redefine_table(&table, keyed(&table)).unwrap();
+    block_on(alter.commit(Durability::Synchronous)).unwrap();
+    let err = block_on(truncater.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    let b = store.table(DEFAULT_SCHEMA, "b").unwrap();
+    assert!(b.key_codec().is_some(), "the ALTER's primary key stays");
+    assert_eq!(read(&store, "b").len(), 10);
+
+    // Rolling back a TRUNCATE to a savepoint keeps the name of a table created before it.
+    let mut creator = store.begin(Isolation::ReadCommitted);
+    let created = creator.create_table(def("c", false)).unwrap();
+    creator.savepoint("s");
+    creator.truncate_table(&created).unwrap();
+    creator.rollback_to_savepoint("s").unwrap();
+    let mut rival = store.begin(Isolation::ReadCommitted);
+    let err = rival.create_table(def("c", false)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::DUPLICATE_TABLE);
+    rival.rollback();
+    block_on(creator.commit(Durability::Synchronous)).unwrap();
+}
+
+/// A transaction still writing to a truncated table keeps it from being forgotten:
+/// its uncommitted rows' memory goes back once, through its own rollback.
+#[test]
+fn vacuum_keeps_a_dropped_table_that_a_transaction_still_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let table = create_with_rows(&store, "t", 0..10);
+    let baseline = store.memory().used_bytes();
+    let mut writer = store.begin(Isolation::ReadCommitted);
+    block_on(writer.insert(&table, &batch(100..5000, "open"))).unwrap();
+    let mut truncater = store.begin(Isolation::ReadCommitted);
+    truncater.truncate_table(&table).unwrap();
+    block_on(truncater.commit(Durability::Synchronous)).unwrap();
+    writer.begin_statement(); // a new snapshot: it no longer holds the GC horizon back
+    store.vacuum();
+    let err = block_on(writer.commit(Durability::Synchronous)).unwrap_err();
+    assert_eq!(err.sqlstate(), SqlState::SERIALIZATION_FAILURE, "{err}");
+    drop(table);
+    store.vacuum();
+    let used = store.memory().used_bytes();
+    assert!(
+        used < baseline,
+        "{used} bytes in use, {baseline} before: counted once"
+    );
+}
