@@ -208,7 +208,10 @@ impl Engine {
             }
         }
         catalogs.register_catalog(DEFAULT_DATABASE.to_owned(), catalog);
+        // Scans find the session running them here (`HeapTableProvider::bound_to`).
+        let config = self.base_state.config().clone().with_extension(txn.clone());
         let state = SessionStateBuilder::new_from_existing(self.base_state.clone())
+            .with_config(config)
             .with_catalog_list(catalogs)
             .build();
         Session::new(

@@ -322,6 +322,62 @@ fn a_multi_statement_query_is_one_transaction() {
 }
 
 #[test]
+fn a_view_reads_as_the_session_querying_it_sees_the_table_now() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let (mut a, mut b) = (engine.new_session(), engine.new_session());
+        run(&mut a, "CREATE TABLE vt (x INT)").await;
+        run(&mut a, "INSERT INTO vt VALUES (1)").await;
+        run(&mut a, "CREATE VIEW vv AS SELECT x FROM vt").await;
+        run(&mut a, "BEGIN").await;
+        run(&mut a, "INSERT INTO vt VALUES (666)").await;
+        assert_eq!(query(&mut a, "SELECT count(*) FROM vv").await, ["2"]);
+        assert_eq!(
+            query(&mut b, "SELECT count(*), max(x) FROM vv").await,
+            ["1|1"],
+            "another session's uncommitted row is invisible through the view too"
+        );
+        run(&mut a, "ROLLBACK").await;
+
+        run(&mut b, "BEGIN").await;
+        run(&mut b, "TRUNCATE vt").await;
+        run(&mut b, "INSERT INTO vt VALUES (2)").await;
+        assert_eq!(
+            query(&mut b, "SELECT count(*), max(x) FROM vv").await,
+            ["1|2"]
+        );
+        assert_eq!(
+            query(&mut a, "SELECT count(*), max(x) FROM vv").await,
+            ["1|1"]
+        );
+        run(&mut b, "COMMIT").await;
+        assert_eq!(
+            query(&mut a, "SELECT count(*), max(x) FROM vv").await,
+            ["1|2"]
+        );
+
+        run(&mut a, "ALTER TABLE vt ADD PRIMARY KEY (x)").await;
+        run(&mut a, "INSERT INTO vt VALUES (3)").await;
+        assert_eq!(
+            query(&mut b, "SELECT count(*), max(x) FROM vv").await,
+            ["2|3"]
+        );
+
+        run(&mut a, "DROP TABLE vt").await;
+        assert_eq!(
+            error(&mut b, "SELECT * FROM vv").await.sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+        run(&mut a, "CREATE TABLE vt (y TEXT)").await;
+        assert_eq!(
+            error(&mut b, "SELECT * FROM vv").await.sqlstate(),
+            SqlState::FEATURE_NOT_SUPPORTED
+        );
+    });
+}
+
+#[test]
 fn sessions_are_isolated_and_conflicts_are_40001() {
     let dir = tempfile::tempdir().unwrap();
     block_on(async {

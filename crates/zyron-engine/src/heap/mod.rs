@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
 use zyron_common::ZyronError;
+use zyron_heap::table::HeapTable;
 use zyron_heap::{Store, Transaction};
 use zyron_txn::{Isolation, Snapshot};
 
@@ -68,6 +69,15 @@ impl SessionTxn {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .unwrap_or_else(|| committed_snapshot(&self.store))
+    }
+
+    /// The heap table `name` as this session sees it now: its open transaction's
+    /// view (its own DDL first), else the committed catalog.
+    pub async fn table(&self, schema: &str, name: &str) -> Option<Arc<HeapTable>> {
+        match self.current.lock().await.as_ref() {
+            Some(txn) => txn.table(schema, name),
+            None => self.store.table(schema, name),
+        }
     }
 
     /// Starts a statement: opens a transaction if none is open and takes the

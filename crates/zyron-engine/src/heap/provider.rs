@@ -12,7 +12,7 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
-use zyron_common::ZyronError;
+use zyron_common::{SqlState, ZyronError};
 use zyron_heap::Store;
 use zyron_heap::table::HeapTable;
 
@@ -95,6 +95,43 @@ impl HeapTableProvider {
         &self.checks
     }
 
+    /// The table a scan reads and the session whose snapshot it reads at: the
+    /// session running the query, and the table as that session sees it now. A
+    /// provider outlives the statement that made it in a view's plan, which every
+    /// session shares: there it names the session that created the view (whose
+    /// open transaction's writes a scan must not see) and the version of the table
+    /// the view saw, since truncated or altered. The engine's own context, with
+    /// no session, reads the provider's table as committed.
+    async fn bound_to(
+        &self,
+        state: &dyn Session,
+    ) -> Result<(Arc<HeapTable>, Option<Arc<SessionTxn>>)> {
+        let Some(querying) = state.config().get_extension::<SessionTxn>() else {
+            return Ok((self.table.clone(), self.session.clone()));
+        };
+        let def = self.table.def();
+        let current = querying
+            .table(&def.schema, &def.name)
+            .await
+            .ok_or_else(|| {
+                to_df(ZyronError::new(
+                    SqlState::UNDEFINED_TABLE,
+                    format!("relation \"{}\" does not exist", def.name),
+                ))
+            })?;
+        if !Arc::ptr_eq(&current, &self.table) && current.codec().nullable_schema() != &self.schema
+        {
+            return Err(to_df(ZyronError::new(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                format!(
+                    "table \"{}\" has other columns than when this query or view was planned; create the view again",
+                    def.name
+                ),
+            )));
+        }
+        Ok((current, Some(querying)))
+    }
+
     fn session(&self) -> Result<&Arc<SessionTxn>> {
         self.session.as_ref().ok_or_else(|| {
             to_df(ZyronError::not_supported(
@@ -147,10 +184,11 @@ impl TableProvider for HeapTableProvider {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let (table, session) = self.bound_to(state).await?;
         let source = ScanSource {
-            table: self.table.clone(),
+            table,
             store: self.store.clone(),
-            session: self.session.clone(),
+            session,
             filters: filters.to_vec(),
         };
         Ok(Arc::new(HeapScanExec::new(

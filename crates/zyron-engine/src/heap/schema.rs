@@ -43,12 +43,10 @@ impl HeapSchema {
 
     /// The heap table `name`, as the session's open transaction sees it.
     async fn heap_table(&self, name: &str) -> Option<Arc<HeapTable>> {
-        if let Some(session) = &self.session
-            && let Some(txn) = session.lock().await.as_ref()
-        {
-            return txn.table(DEFAULT_SCHEMA, name);
+        match &self.session {
+            Some(session) => session.table(DEFAULT_SCHEMA, name).await,
+            None => self.store.table(DEFAULT_SCHEMA, name),
         }
-        self.store.table(DEFAULT_SCHEMA, name)
     }
 
     /// Heap table names without waiting for the transaction (a sync caller):
