@@ -410,7 +410,8 @@ impl Store {
     /// Forgets tables whose DROP committed at or below `horizon`: no snapshot can
     /// reach them, and a checkpoint that still needs one pins a snapshot below its
     /// DROP.
-    /// A table some transaction still holds is kept: its uncommitted versions'
+    ///
+    /// A table some transaction (or a view's plan) still holds is kept: its uncommitted versions'
     /// memory goes back through that transaction's undo, and must not be given
     /// back twice.
     fn prune_dropped(&self, horizon: u64) {
@@ -479,7 +480,7 @@ enum Ddl {
 }
 
 /// The catalog, held shared by a committing transaction that only writes rows and
-/// exclusively by one that drops tables (see `Transaction::claim_tables`).
+/// exclusively by one that drops or alters tables (see `Transaction::claim_tables`).
 enum CatalogLock<'s> {
     Read(std::sync::RwLockReadGuard<'s, Catalog>),
     Write(std::sync::RwLockWriteGuard<'s, Catalog>),
@@ -791,7 +792,8 @@ impl Transaction {
 
     /// `TRUNCATE`: replaces the table with an empty one of the same definition (and
     /// a new id), as PostgreSQL gives a truncated table a new file, so the cost does
-    /// not grow with the rows and their memory goes back at the next checkpoint.
+    /// not grow with the rows; their memory goes back at the next VACUUM or
+    /// checkpoint once nothing holds the old table (see `Store::prune_dropped`).
     /// As in PostgreSQL, it is not MVCC-safe: once committed, older snapshots see
     /// the table empty. A concurrent transaction that writes to the table and
     /// commits after it fails with 40001 (see `claim_tables`), as does a second
