@@ -1003,8 +1003,16 @@ impl Transaction {
                 write.table.stamp(slot, self.txn, ticket.ts);
             }
         }
+        let dropped_any = self.ddl.iter().any(|d| matches!(d, Ddl::Drop(_)));
         self.publish_ddl(ticket.ts);
         store.txns.finish_commit(self.txn, ticket.ts);
+        if dropped_any {
+            // A TRUNCATE's old table, when no snapshot or statement still holds it:
+            // a reload right after needs the memory (the maintenance thread's VACUUM
+            // would give it back a few seconds later).
+            self.writes.clear();
+            store.prune_dropped(store.txns.gc_horizon());
+        }
         Ok(())
     }
 
