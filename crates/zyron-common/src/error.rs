@@ -51,6 +51,8 @@ impl SqlState {
     pub const UNDEFINED_OBJECT: SqlState = SqlState("42704");
     pub const UNDEFINED_SCHEMA: SqlState = SqlState("3F000");
     pub const DUPLICATE_TABLE: SqlState = SqlState("42P07");
+    pub const WRONG_OBJECT_TYPE: SqlState = SqlState("42809");
+    pub const DEPENDENT_OBJECTS_STILL_EXIST: SqlState = SqlState("2BP01");
     pub const DUPLICATE_SCHEMA: SqlState = SqlState("42P06");
     pub const DUPLICATE_OBJECT: SqlState = SqlState("42710");
     pub const AMBIGUOUS_COLUMN: SqlState = SqlState("42702");

@@ -223,20 +223,33 @@ impl Engine {
         )
     }
 
-    /// Opens again the external tables (lake and `.zyr`) created before the
-    /// last restart, by running the statements that created them; returns
-    /// how many opened. One that cannot open now (its storage is down, say)
+    /// Opens again the external tables (lake and `.zyr`) and views created
+    /// before the last restart, by running the statements that created them;
+    /// returns how many opened. A view opens only after what it reads, which
+    /// may come later by name, so what fails is tried again while a round
+    /// opens something. One that cannot open now (its storage is down, say)
     /// is reported and skipped, and stays listed for the next start.
-    pub async fn reopen_external_tables(self: &Arc<Self>) -> usize {
+    pub async fn reopen_external_tables_and_views(self: &Arc<Self>) -> usize {
+        let mut pending: Vec<(String, String)> = self.external.statements().into_iter().collect();
         let mut opened = 0;
-        for (name, statement) in self.external.statements() {
-            let mut session = self.new_session();
-            match session.execute_sql(&statement).await {
-                Ok(_) => opened += 1,
-                Err(e) => tracing::warn!("external table {name} did not open: {e}"),
+        loop {
+            let round = pending.len();
+            let mut failed = Vec::new();
+            for (name, statement) in pending {
+                let mut session = self.new_session();
+                match session.execute_sql(&statement).await {
+                    Ok(_) => opened += 1,
+                    Err(e) => failed.push((name, statement, e)),
+                }
             }
+            if failed.is_empty() || failed.len() == round {
+                for (name, _, e) in failed {
+                    tracing::warn!("external table or view {name} did not open: {e}");
+                }
+                return opened;
+            }
+            pending = failed.into_iter().map(|(n, s, _)| (n, s)).collect();
         }
-        opened
     }
 
     /// The durable store behind heap tables.

@@ -1,8 +1,10 @@
-//! External tables (`CREATE EXTERNAL TABLE ... STORED AS LAKE | ZYR`) kept
-//! across restarts: each is remembered as the statement that created it, in
-//! `external_tables.json` in the data directory, and run again when the
-//! engine opens ([`crate::Engine::reopen_external_tables`]). The data lives
-//! where the table's location says; this file only names the tables.
+//! External tables (`CREATE EXTERNAL TABLE ... STORED AS LAKE | ZYR`) and
+//! views kept across restarts: each is remembered as the statement that
+//! created it, in `external_tables.json` in the data directory (the name is
+//! older than views), and run again when the engine opens
+//! ([`crate::Engine::reopen_external_tables_and_views`]). An external
+//! table's data lives where its location says; this file only names the
+//! tables. Heap tables are not here: the WAL and checkpoints keep them.
 //!
 //! The file is replaced whole on every change: written beside, fsynced,
 //! renamed over the old one, and the directory fsynced, so a crash leaves
@@ -14,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use datafusion::logical_expr::CreateExternalTable;
+use datafusion::logical_expr::{CreateExternalTable, CreateView};
 use zyron_common::{Result, SqlState, ZyronError};
 
 /// The file's name in the data directory.
@@ -54,13 +56,22 @@ pub fn reopening_statement(create: &CreateExternalTable) -> Option<String> {
     Some(statement)
 }
 
+/// The statement that creates `create`'s view again after a restart: the
+/// text it was created with; `None` for a temporary view, which is not kept.
+pub fn view_statement(create: &CreateView) -> Option<String> {
+    if create.temporary {
+        return None;
+    }
+    create.definition.clone()
+}
+
 /// Formats kept across restarts.
 const REMEMBERED_FORMATS: [&str; 2] = ["LAKE", "ZYR"];
 
 #[derive(Debug)]
 pub struct ExternalCatalog {
     path: PathBuf,
-    /// Table name (lower case) to the statement that creates it.
+    /// Table or view name (lower case) to the statement that creates it.
     tables: Mutex<BTreeMap<String, String>>,
 }
 
@@ -92,7 +103,12 @@ impl ExternalCatalog {
     /// Remembers that `statement` created table `name`.
     pub fn created(&self, name: &str, statement: &str) -> Result<()> {
         let mut tables = self.lock();
-        tables.insert(name.to_ascii_lowercase(), statement.to_owned());
+        let name = name.to_ascii_lowercase();
+        // Reopening at start runs each statement again: nothing to write then.
+        if tables.get(&name).is_some_and(|kept| kept == statement) {
+            return Ok(());
+        }
+        tables.insert(name, statement.to_owned());
         self.save(&tables)
     }
 

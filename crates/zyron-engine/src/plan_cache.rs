@@ -210,8 +210,11 @@ impl Relation {
     /// lookup, all wrapping the one table the transaction sees.
     fn of(provider: Arc<dyn TableProvider>) -> Self {
         let any: &dyn std::any::Any = provider.as_ref();
-        match any.downcast_ref::<HeapTableProvider>() {
-            Some(heap) => Relation::Heap(Arc::clone(heap.table())),
+        match any
+            .downcast_ref::<HeapTableProvider>()
+            .and_then(|heap| heap.table())
+        {
+            Some(table) => Relation::Heap(table),
             None => Relation::Other(provider),
         }
     }

@@ -655,12 +655,17 @@ impl Session {
                 ))
             }
             (Some(command), _) => {
-                // (DROP TABLE is ours: `heap::drop_tables` forgets the table.)
+                // (DROP TABLE and DROP VIEW are ours: `heap::drop_relations`.)
                 let created = match &plan {
                     LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create))
                         if !self.ctx.table_exist(create.name.clone()).unwrap_or(true) =>
                     {
                         crate::external::reopening_statement(create)
+                            .map(|text| (create.name.table().to_owned(), text))
+                    }
+                    LogicalPlan::Ddl(DdlStatement::CreateView(create)) => {
+                        self.check_view_replaceable(create)?;
+                        crate::external::view_statement(create)
                             .map(|text| (create.name.table().to_owned(), text))
                     }
                     _ => None,
@@ -996,23 +1001,53 @@ impl Session {
         Ok(())
     }
 
-    /// DROP TABLE, TRUNCATE and ALTER TABLE ... ADD PRIMARY KEY on heap
-    /// tables, run in the session's transaction; `None` for other statements.
+    /// `CREATE OR REPLACE VIEW` replaces a view only: an external table of
+    /// that name is 42809, as in PostgreSQL. Replacing a view that other
+    /// views read is 2BP01 (where PostgreSQL allows it if the columns stay):
+    /// their plans hold a copy of its old plan, and would go on reading it.
+    fn check_view_replaceable(&self, create: &datafusion::logical_expr::CreateView) -> Result<()> {
+        let name = create.name.table();
+        if !create.or_replace {
+            return Ok(());
+        }
+        let existing = self
+            .shared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|provider| provider.get_logical_plan().is_some());
+        if existing == Some(false) {
+            return Err(ZyronError::new(
+                SqlState::WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a view"),
+            ));
+        }
+        let dependents = heap::dependent_views(&self.shared, name);
+        if !dependents.is_empty() {
+            return Err(heap::dependents_error("replace", "view", name, &dependents));
+        }
+        Ok(())
+    }
+
+    /// DROP TABLE, DROP VIEW, TRUNCATE and ALTER TABLE ... ADD PRIMARY KEY,
+    /// run in the session's transaction; `None` for other statements.
     async fn execute_heap_ddl(&self, statement: &DfStatement) -> Result<Option<StatementResult>> {
         let DfStatement::Statement(inner) = statement else {
             return Ok(None);
         };
         let tag = match inner.as_ref() {
             ast::Statement::Drop {
-                object_type: ast::ObjectType::Table,
-                if_exists,
-                names,
+                object_type: object_type @ (ast::ObjectType::Table | ast::ObjectType::View),
                 ..
             } => {
                 let (shared, external) = (self.shared.clone(), self.external.clone());
-                self.with_txn(|txn| heap::drop_tables(txn, &shared, &external, names, *if_exists))
+                self.with_txn(|txn| heap::drop_relations(txn, &shared, &external, inner))
                     .await?;
-                CommandTag::new("DROP TABLE")
+                CommandTag::new(if *object_type == ast::ObjectType::View {
+                    "DROP VIEW"
+                } else {
+                    "DROP TABLE"
+                })
             }
             ast::Statement::Truncate(truncate) => {
                 let names: Vec<ast::ObjectName> = truncate
@@ -1180,7 +1215,7 @@ fn intercepted(statement: &DfStatement) -> bool {
     matches!(
         inner.as_ref(),
         ast::Statement::Drop {
-            object_type: ast::ObjectType::Table,
+            object_type: ast::ObjectType::Table | ast::ObjectType::View,
             ..
         } | ast::Statement::Truncate(_)
             | ast::Statement::AlterTable(_)

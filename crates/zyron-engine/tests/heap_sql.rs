@@ -364,15 +364,159 @@ fn a_view_reads_as_the_session_querying_it_sees_the_table_now() {
             ["2|3"]
         );
 
-        run(&mut a, "DROP TABLE vt").await;
+        // A view is not transactional: one made on a table whose creation
+        // rolls back outlives it, and finds no table.
+        run(&mut a, "BEGIN").await;
+        run(&mut a, "CREATE TABLE gone (x INT)").await;
+        run(&mut a, "CREATE VIEW on_gone AS SELECT x FROM gone").await;
+        run(&mut a, "ROLLBACK").await;
         assert_eq!(
-            error(&mut b, "SELECT * FROM vv").await.sqlstate(),
+            error(&mut b, "SELECT * FROM on_gone").await.sqlstate(),
             SqlState::UNDEFINED_TABLE
         );
-        run(&mut a, "CREATE TABLE vt (y TEXT)").await;
+        run(&mut a, "CREATE TABLE gone (y TEXT)").await;
         assert_eq!(
-            error(&mut b, "SELECT * FROM vv").await.sqlstate(),
+            error(&mut b, "SELECT * FROM on_gone").await.sqlstate(),
             SqlState::FEATURE_NOT_SUPPORTED
+        );
+    });
+}
+
+/// Views survive a restart, each created again after what it reads; a table
+/// or view that a view reads cannot be dropped or replaced without CASCADE
+/// (2BP01), and DROP names the kind it drops (42809), as in PostgreSQL.
+#[test]
+fn views_survive_a_restart_and_guard_what_they_read() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE zt (k INT PRIMARY KEY, v INT)").await;
+        run(&mut s, "INSERT INTO zt VALUES (1, 10), (2, 20), (3, 30)").await;
+        // Sorted by name, each view comes before what it reads.
+        run(
+            &mut s,
+            "CREATE VIEW y_big AS SELECT k, v FROM zt WHERE v > 10",
+        )
+        .await;
+        run(
+            &mut s,
+            "CREATE VIEW a_sum AS SELECT sum(v) AS total FROM y_big",
+        )
+        .await;
+        run(&mut s, "CREATE VIEW dropped_later AS SELECT k FROM zt").await;
+        assert_eq!(run(&mut s, "DROP VIEW dropped_later").await, "DROP VIEW");
+
+        let refused = error(&mut s, "DROP TABLE zt").await;
+        assert_eq!(refused.sqlstate(), SqlState::DEPENDENT_OBJECTS_STILL_EXIST);
+        assert!(
+            refused.hint().unwrap().contains("a_sum, y_big"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            error(&mut s, "DROP VIEW y_big").await.sqlstate(),
+            SqlState::DEPENDENT_OBJECTS_STILL_EXIST
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "CREATE OR REPLACE VIEW y_big AS SELECT k, v FROM zt"
+            )
+            .await
+            .sqlstate(),
+            SqlState::DEPENDENT_OBJECTS_STILL_EXIST
+        );
+        assert_eq!(
+            error(&mut s, "DROP TABLE a_sum").await.sqlstate(),
+            SqlState::WRONG_OBJECT_TYPE
+        );
+        assert_eq!(
+            error(&mut s, "DROP VIEW zt").await.sqlstate(),
+            SqlState::WRONG_OBJECT_TYPE
+        );
+        assert_eq!(
+            error(&mut s, "DROP VIEW never").await.sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+        run(&mut s, "DROP VIEW IF EXISTS never").await;
+        drop(s);
+        drop(engine);
+
+        let engine = engine_at(dir.path());
+        assert_eq!(engine.reopen_external_tables_and_views().await, 2);
+        let mut s = engine.new_session();
+        assert_eq!(query(&mut s, "SELECT total FROM a_sum").await, ["50"]);
+        run(&mut s, "INSERT INTO zt VALUES (4, 40)").await;
+        assert_eq!(query(&mut s, "SELECT total FROM a_sum").await, ["90"]);
+        assert_eq!(
+            error(&mut s, "SELECT * FROM dropped_later")
+                .await
+                .sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+        // Dropping both the table and every view that reads it needs no CASCADE.
+        run(&mut s, "CREATE VIEW y_all AS SELECT k FROM zt").await;
+        // All or nothing: the missing name leaves the other one in place.
+        assert_eq!(
+            error(&mut s, "DROP VIEW y_big, a_sum, never")
+                .await
+                .sqlstate(),
+            SqlState::UNDEFINED_TABLE
+        );
+        assert_eq!(query(&mut s, "SELECT total FROM A_Sum").await, ["90"]);
+        assert_eq!(run(&mut s, "DROP VIEW A_Sum, y_big").await, "DROP VIEW");
+        run(
+            &mut s,
+            "CREATE VIEW a_sum AS SELECT sum(v) AS total FROM zt",
+        )
+        .await;
+        assert_eq!(run(&mut s, "DROP TABLE zt CASCADE").await, "DROP TABLE");
+        for gone in ["zt", "a_sum", "y_all"] {
+            assert_eq!(
+                error(&mut s, &format!("SELECT * FROM {gone}"))
+                    .await
+                    .sqlstate(),
+                SqlState::UNDEFINED_TABLE
+            );
+        }
+        drop(s);
+        drop(engine);
+
+        let engine = engine_at(dir.path());
+        assert_eq!(engine.reopen_external_tables_and_views().await, 0);
+    });
+}
+
+/// A view does not keep a truncated table's rows in memory: its plan holds
+/// the table's provider, which does not hold the table.
+#[test]
+fn a_view_does_not_keep_a_truncated_tables_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    block_on(async {
+        let engine = engine_at(dir.path());
+        let mut s = engine.new_session();
+        run(&mut s, "CREATE TABLE big (k INT PRIMARY KEY, pad TEXT)").await;
+        run(
+            &mut s,
+            "INSERT INTO big SELECT value, repeat('x', 200) FROM generate_series(1, 20000)",
+        )
+        .await;
+        run(&mut s, "CREATE VIEW big_keys AS SELECT k FROM big").await;
+        assert_eq!(
+            query(&mut s, "SELECT count(*) FROM big_keys").await,
+            ["20000"]
+        );
+        let loaded = engine.store().memory().used_bytes();
+        assert!(loaded > 4 << 20, "the rows take memory: {loaded}");
+        drop(s);
+
+        let mut other = engine.new_session();
+        run(&mut other, "TRUNCATE big").await;
+        let after = engine.store().memory().used_bytes();
+        assert!(after < loaded / 20, "{after} bytes still held of {loaded}");
+        assert_eq!(
+            query(&mut other, "SELECT count(*) FROM big_keys").await,
+            ["0"]
         );
     });
 }

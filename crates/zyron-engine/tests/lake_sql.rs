@@ -504,7 +504,7 @@ fn lake_tables_survive_a_restart() {
             assert_eq!(command(&mut s, "DROP TABLE gone").await, "DROP TABLE");
         }
         let engine = Engine::new(options()).unwrap();
-        assert_eq!(engine.reopen_external_tables().await, 3);
+        assert_eq!(engine.reopen_external_tables_and_views().await, 3);
         let mut s = engine.new_session();
         assert_eq!(number(&mut s, "SELECT count(*) FROM kept").await, 2);
         assert_eq!(

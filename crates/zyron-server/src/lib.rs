@@ -100,12 +100,13 @@ pub async fn start(
         "opened data directory {}",
         config.data_dir.display()
     );
-    let reopened = engine.reopen_external_tables().await;
-    if reopened > 0 {
-        tracing::info!("opened {reopened} external tables");
-    }
+    // The demo's tables first: a view kept from an earlier run may read them.
     if let Some(demo) = demo {
         load_demo(&engine, demo, progress).await?;
+    }
+    let reopened = engine.reopen_external_tables_and_views().await;
+    if reopened > 0 {
+        tracing::info!("opened {reopened} external tables and views");
     }
     let gateway = GatewayOptions {
         max_connections: config.max_connections,

@@ -17,7 +17,7 @@ use zyron_heap::catalog::{CheckDef, DEFAULT_SCHEMA, TableDef};
 use zyron_heap::row::RowCodec;
 use zyron_heap::table::HeapTable;
 
-use super::schema::SharedTables;
+use super::schema::{SharedTables, dependent_views};
 
 /// What a CREATE TABLE says that DataFusion's plan does not carry.
 #[derive(Debug, Clone, Default)]
@@ -116,11 +116,12 @@ fn fillfactor(text: &str) -> Result<u8> {
     }
 }
 
+/// The last part of `name`, folded as the planner folds identifiers.
 fn last_name(name: &ObjectName) -> String {
     name.0
         .last()
         .and_then(|p| p.as_ident())
-        .map(|i| i.value.clone())
+        .map(|i| super::point::normalize(i).into_owned())
         .unwrap_or_default()
 }
 
@@ -210,40 +211,168 @@ pub fn create_table(
     txn.create_table(def).map(Some)
 }
 
-/// `DROP TABLE [IF EXISTS] a, b, ...`: heap tables in the transaction,
-/// views and external tables from memory.
-pub fn drop_tables(
+/// What a DROP statement names: `DROP TABLE` or `DROP VIEW`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropKind {
+    Table,
+    View,
+}
+
+impl DropKind {
+    fn noun(self) -> &'static str {
+        match self {
+            DropKind::Table => "table",
+            DropKind::View => "view",
+        }
+    }
+}
+
+/// `DROP TABLE` or `DROP VIEW` of `names`, with PostgreSQL's checks, all
+/// made before anything is dropped: each name must exist (42P01, unless `IF
+/// EXISTS`) and be of the statement's kind (42809), and a view that reads one
+/// of them (directly or through another view) makes the drop fail with
+/// 2BP01, unless `CASCADE` drops those views too. A heap table is dropped in
+/// the transaction; views and external tables are not transactional, and go
+/// at once (a ROLLBACK does not bring them back).
+pub fn drop_relations(
     txn: &mut Transaction,
     shared: &SharedTables,
     external: &crate::external::ExternalCatalog,
-    names: &[ObjectName],
-    if_exists: bool,
+    drop: &ast::Statement,
 ) -> Result<()> {
-    for name in names {
-        let table = last_name(name);
-        if let Some(heap) = txn.table(DEFAULT_SCHEMA, &table) {
-            txn.drop_table(&heap)?;
-            continue;
-        }
-        let removed = shared
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&table);
-        // An external table is not opened again at the next start (nor one
-        // that failed to open at this start, and is only listed).
-        let listed = external.dropped(&table)?;
-        match removed {
-            Some(_) => {}
-            None if if_exists || listed => {}
+    let ast::Statement::Drop {
+        object_type,
+        if_exists,
+        names,
+        cascade,
+        ..
+    } = drop
+    else {
+        return Err(ZyronError::internal(
+            "drop_relations takes a DROP statement",
+        ));
+    };
+    let kind = match object_type {
+        ast::ObjectType::Table => DropKind::Table,
+        ast::ObjectType::View => DropKind::View,
+        other => return Err(ZyronError::not_supported(format!("DROP {other}"))),
+    };
+    let mut dropped: Vec<String> = Vec::new();
+    for name in names.iter().map(last_name) {
+        match kind_of(txn, shared, external, &name) {
+            Some(found) if found != kind => return Err(wrong_kind(&name, kind)),
+            Some(_) => dropped.push(name),
+            None if *if_exists => {}
             None => {
                 return Err(ZyronError::new(
                     SqlState::UNDEFINED_TABLE,
-                    format!("table \"{table}\" does not exist"),
+                    format!("{} \"{name}\" does not exist", kind.noun()),
                 ));
             }
         }
     }
+    let mut dependents: Vec<String> = Vec::new();
+    for name in &dropped {
+        let readers: Vec<String> = dependent_views(shared, name)
+            .into_iter()
+            .filter(|view| !dropped.contains(view))
+            .collect();
+        if !readers.is_empty() && !cascade {
+            return Err(dependents_error("drop", kind.noun(), name, &readers));
+        }
+        dependents.extend(readers);
+    }
+    dependents.sort();
+    dependents.dedup();
+    for name in &dropped {
+        drop_one(txn, shared, external, name)?;
+    }
+    for view in &dependents {
+        drop_one(txn, shared, external, view)?;
+    }
     Ok(())
+}
+
+/// 2BP01: `name` cannot be dropped or replaced while `dependents` read it.
+pub fn dependents_error(verb: &str, noun: &str, name: &str, dependents: &[String]) -> ZyronError {
+    ZyronError::new(
+        SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
+        format!("cannot {verb} {noun} \"{name}\" because other objects depend on it"),
+    )
+    .with_hint(format!(
+        "{} {} {} on it. Use DROP ... CASCADE to drop the dependent objects too.",
+        if dependents.len() == 1 {
+            "View"
+        } else {
+            "Views"
+        },
+        dependents.join(", "),
+        if dependents.len() == 1 {
+            "depends"
+        } else {
+            "depend"
+        },
+    ))
+}
+
+/// Whether `name` is a table (heap or external) or a view; `None` if there
+/// is no such relation. An external table that failed to open at this start
+/// is only listed, and counts as a table.
+fn kind_of(
+    txn: &Transaction,
+    shared: &SharedTables,
+    external: &crate::external::ExternalCatalog,
+    name: &str,
+) -> Option<DropKind> {
+    if txn.table(DEFAULT_SCHEMA, name).is_some() {
+        return Some(DropKind::Table);
+    }
+    let shared = shared.read().unwrap_or_else(|p| p.into_inner());
+    match shared.get(name) {
+        Some(provider) if provider.get_logical_plan().is_some() => Some(DropKind::View),
+        Some(_) => Some(DropKind::Table),
+        None => external
+            .statements()
+            .contains_key(name)
+            .then_some(DropKind::Table),
+    }
+}
+
+/// Drops heap table, view or external table `name`, checked by `kind_of`.
+fn drop_one(
+    txn: &mut Transaction,
+    shared: &SharedTables,
+    external: &crate::external::ExternalCatalog,
+    name: &str,
+) -> Result<()> {
+    if let Some(heap) = txn.table(DEFAULT_SCHEMA, name) {
+        return txn.drop_table(&heap);
+    }
+    // Out of the map first, and the file written after: every session's
+    // planning reads the map, and should not wait on an fsync.
+    shared
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(name);
+    external.dropped(name)?;
+    Ok(())
+}
+
+/// 42809: `name` is not of the kind the statement drops.
+fn wrong_kind(name: &str, wanted: DropKind) -> ZyronError {
+    let other = match wanted {
+        DropKind::Table => DropKind::View,
+        DropKind::View => DropKind::Table,
+    };
+    ZyronError::new(
+        SqlState::WRONG_OBJECT_TYPE,
+        format!("\"{name}\" is not a {}", wanted.noun()),
+    )
+    .with_hint(format!(
+        "Use DROP {} to remove a {}.",
+        other.noun().to_uppercase(),
+        other.noun()
+    ))
 }
 
 /// The heap tables `names` refer to, or 42P01 for the first that is not one.

@@ -25,13 +25,13 @@ use zyron_heap::{Store, Transaction};
 use zyron_txn::{Isolation, Snapshot};
 
 pub use ddl::{
-    CreateTableExtras, alter_add_primary_key, create_table, drop_tables, extract_create_extras,
-    truncate_tables,
+    CreateTableExtras, alter_add_primary_key, create_table, dependents_error, drop_relations,
+    extract_create_extras, truncate_tables,
 };
 pub use point::{Outcome as PointOutcome, execute as execute_point, is_point_shape};
 pub use provider::HeapTableProvider;
 pub(crate) use scan::HeapScanExec;
-pub use schema::{HeapSchema, SharedTables};
+pub use schema::{HeapSchema, SharedTables, dependent_views};
 pub use write::guard_dml_input;
 
 /// The transaction a session's statements run in.

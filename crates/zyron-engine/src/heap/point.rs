@@ -358,7 +358,7 @@ fn only_table(from: &[ast::TableWithJoins], check: Check) -> Option<&ast::TableF
 /// identifiers have their ASCII letters lower-cased, other letters kept.
 /// Borrowed when folding changes nothing, as for most names in OLTP SQL:
 /// every point statement folds several.
-fn normalize(ident: &ast::Ident) -> Cow<'_, str> {
+pub(super) fn normalize(ident: &ast::Ident) -> Cow<'_, str> {
     let value = ident.value.as_str();
     match ident.quote_style {
         None if value.bytes().any(|b| b.is_ascii_uppercase()) => {

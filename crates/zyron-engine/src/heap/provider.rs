@@ -1,7 +1,7 @@
 //! One heap table as DataFusion sees it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -21,7 +21,12 @@ use super::write::{self, Check};
 use super::{SessionTxn, to_df};
 
 pub struct HeapTableProvider {
-    table: Arc<HeapTable>,
+    /// Not held: a view's plan keeps its provider for as long as the view
+    /// lives, and must not keep a dropped or truncated table's rows in memory
+    /// ([`Store::prune_dropped`] forgets only a table nothing holds).
+    table: Weak<HeapTable>,
+    /// The table's schema and name, to find it again by.
+    name: (String, String),
     store: Arc<Store>,
     session: Option<Arc<SessionTxn>>,
     schema: SchemaRef,
@@ -33,7 +38,7 @@ pub struct HeapTableProvider {
 impl std::fmt::Debug for HeapTableProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HeapTableProvider")
-            .field("table", &self.table)
+            .field("table", &self.name)
             .finish()
     }
 }
@@ -76,7 +81,8 @@ impl HeapTableProvider {
             Constraints::new_unverified(vec![Constraint::PrimaryKey(def.primary_key.clone())])
         };
         Ok(Self {
-            table,
+            name: (def.schema.clone(), def.name.clone()),
+            table: Arc::downgrade(&table),
             store,
             session,
             schema,
@@ -86,8 +92,24 @@ impl HeapTableProvider {
         })
     }
 
-    pub fn table(&self) -> &Arc<HeapTable> {
-        &self.table
+    /// The table this provider was made for, if it is still in use: `None`
+    /// once it was dropped or truncated and nothing holds it.
+    pub fn table(&self) -> Option<Arc<HeapTable>> {
+        self.table.upgrade()
+    }
+
+    /// The table a write goes to: 40001 if it was dropped or truncated since
+    /// the statement was planned (a later commit to it would fail the same way).
+    fn written_table(&self) -> Result<Arc<HeapTable>> {
+        self.table().ok_or_else(|| {
+            to_df(ZyronError::new(
+                SqlState::SERIALIZATION_FAILURE,
+                format!(
+                    "table \"{}\" was dropped or truncated by a concurrent transaction",
+                    self.name.1
+                ),
+            ))
+        })
     }
 
     /// The table's CHECK constraints, parsed.
@@ -106,26 +128,27 @@ impl HeapTableProvider {
         &self,
         state: &dyn Session,
     ) -> Result<(Arc<HeapTable>, Option<Arc<SessionTxn>>)> {
-        let Some(querying) = state.config().get_extension::<SessionTxn>() else {
-            return Ok((self.table.clone(), self.session.clone()));
+        let (schema_name, name) = &self.name;
+        let missing = || {
+            to_df(ZyronError::new(
+                SqlState::UNDEFINED_TABLE,
+                format!("relation \"{name}\" does not exist"),
+            ))
         };
-        let def = self.table.def();
+        let Some(querying) = state.config().get_extension::<SessionTxn>() else {
+            return Ok((self.table().ok_or_else(missing)?, self.session.clone()));
+        };
         let current = querying
-            .table(&def.schema, &def.name)
+            .table(schema_name, name)
             .await
-            .ok_or_else(|| {
-                to_df(ZyronError::new(
-                    SqlState::UNDEFINED_TABLE,
-                    format!("relation \"{}\" does not exist", def.name),
-                ))
-            })?;
-        if !Arc::ptr_eq(&current, &self.table) && current.codec().nullable_schema() != &self.schema
+            .ok_or_else(missing)?;
+        if !std::ptr::eq(Arc::as_ptr(&current), self.table.as_ptr())
+            && current.codec().nullable_schema() != &self.schema
         {
             return Err(to_df(ZyronError::new(
                 SqlState::FEATURE_NOT_SUPPORTED,
                 format!(
-                    "table \"{}\" has other columns than when this query or view was planned; create the view again",
-                    def.name
+                    "table \"{name}\" has other columns than when this query or view was planned; create the view again"
                 ),
             )));
         }
@@ -173,7 +196,9 @@ impl TableProvider for HeapTableProvider {
 
     fn statistics(&self) -> Option<Statistics> {
         let mut statistics = Statistics::new_unknown(&self.schema);
-        statistics.num_rows = Precision::Inexact(self.table.slot_count() as usize);
+        if let Some(table) = self.table() {
+            statistics.num_rows = Precision::Inexact(table.slot_count() as usize);
+        }
         Some(statistics)
     }
 
@@ -210,7 +235,7 @@ impl TableProvider for HeapTableProvider {
             ))));
         }
         write::insert_plan(
-            self.table.clone(),
+            self.written_table()?,
             self.session()?.clone(),
             self.checks.clone(),
             input,
@@ -223,7 +248,8 @@ impl TableProvider for HeapTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
-        let count = write::delete(&compile, &self.table, self.session()?, filters).await?;
+        let count =
+            write::delete(&compile, &self.written_table()?, self.session()?, filters).await?;
         write::count_plan(count)
     }
 
@@ -234,10 +260,11 @@ impl TableProvider for HeapTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
-        let checks = write::Checks::compile(&compile, &self.table, &self.checks)?;
+        let table = self.written_table()?;
+        let checks = write::Checks::compile(&compile, &table, &self.checks)?;
         let count = write::update(
             &compile,
-            &self.table,
+            &table,
             self.session()?,
             &checks,
             assignments,
@@ -249,7 +276,8 @@ impl TableProvider for HeapTableProvider {
 
     async fn truncate(&self, state: &dyn Session) -> Result<Arc<dyn ExecutionPlan>> {
         let compile = |expr, schema: &DFSchema| state.create_physical_expr(expr, schema);
-        let count = write::delete(&compile, &self.table, self.session()?, Vec::new()).await?;
+        let table = self.written_table()?;
+        let count = write::delete(&compile, &table, self.session()?, Vec::new()).await?;
         write::count_plan(count)
     }
 }

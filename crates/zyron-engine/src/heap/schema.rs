@@ -7,6 +7,9 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::{Result, exec_err};
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::resolve::resolve_table_references;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use zyron_heap::Store;
 use zyron_heap::catalog::DEFAULT_SCHEMA;
 use zyron_heap::table::HeapTable;
@@ -14,8 +17,60 @@ use zyron_heap::table::HeapTable;
 use super::{HeapTableProvider, SessionTxn};
 
 /// Views and external tables (`CREATE VIEW`, `CREATE EXTERNAL TABLE`, demo
-/// data): kept in memory and shared by every session.
+/// data): kept in memory and shared by every session (and remembered across
+/// restarts by [`crate::external::ExternalCatalog`]).
 pub type SharedTables = Arc<RwLock<HashMap<String, Arc<dyn TableProvider>>>>;
+
+/// The views that read `name`, directly or through other views, each once,
+/// sorted. A heap table is found again by name at every scan, but a view's
+/// plan holds the external tables it reads, and DataFusion copies the plan of
+/// a view it reads into it: dropping or replacing one of those under a view
+/// would leave the view reading the old one until the next restart, when it
+/// would no longer open.
+pub fn dependent_views(shared: &SharedTables, name: &str) -> Vec<String> {
+    let reads: Vec<(String, Vec<String>)> = shared
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(|(view, provider)| {
+            let definition = provider.get_table_definition()?;
+            Some((view.clone(), relations_read(definition)))
+        })
+        .collect();
+    let mut found: Vec<String> = Vec::new();
+    let mut frontier = vec![name.to_owned()];
+    while let Some(read) = frontier.pop() {
+        for (view, tables) in &reads {
+            if tables.contains(&read) && !found.contains(view) && view != name {
+                found.push(view.clone());
+                frontier.push(view.clone());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The relations in `public` that a view's `CREATE VIEW` text names, folded
+/// as the planner folds them, common table expressions left out. The text,
+/// not the plan, since the plan no longer shows the views it read.
+fn relations_read(definition: &str) -> Vec<String> {
+    let Ok(mut statements) = DFParser::parse_sql_with_dialect(definition, &PostgreSqlDialect {})
+    else {
+        return Vec::new();
+    };
+    let Some(statement) = statements.pop_front() else {
+        return Vec::new();
+    };
+    let Ok((tables, _ctes)) = resolve_table_references(&statement, true) else {
+        return Vec::new();
+    };
+    tables
+        .into_iter()
+        .filter(|t| t.schema().is_none_or(|schema| schema == DEFAULT_SCHEMA))
+        .map(|t| t.table().to_owned())
+        .collect()
+}
 
 pub struct HeapSchema {
     store: Arc<Store>,
