@@ -316,8 +316,9 @@ pub fn dependents_error(verb: &str, noun: &str, name: &str, dependents: &[String
 }
 
 /// Whether `name` is a table (heap or external) or a view; `None` if there
-/// is no such relation. An external table that failed to open at this start
-/// is only listed, and counts as a table.
+/// is no such relation. One that failed to open at this start (an external
+/// table whose storage is down, a view whose table is gone) is only listed,
+/// and its statement tells which kind it is.
 fn kind_of(
     txn: &Transaction,
     shared: &SharedTables,
@@ -331,10 +332,13 @@ fn kind_of(
     match shared.get(name) {
         Some(provider) if provider.get_logical_plan().is_some() => Some(DropKind::View),
         Some(_) => Some(DropKind::Table),
-        None => external
-            .statements()
-            .contains_key(name)
-            .then_some(DropKind::Table),
+        None => external.statements().get(name).map(|statement| {
+            if statement.starts_with("CREATE EXTERNAL TABLE") {
+                DropKind::Table
+            } else {
+                DropKind::View
+            }
+        }),
     }
 }
 
