@@ -112,6 +112,14 @@ impl ExternalCatalog {
         self.save(&tables)
     }
 
+    /// Whether listed `name` is a view (else an external table); `None` if
+    /// it is not listed.
+    pub fn listed_as_view(&self, name: &str) -> Option<bool> {
+        let tables = self.lock();
+        let statement = tables.get(&name.to_ascii_lowercase())?;
+        Some(!statement.starts_with("CREATE EXTERNAL TABLE"))
+    }
+
     /// Forgets table `name` (dropped); whether it was listed.
     pub fn dropped(&self, name: &str) -> Result<bool> {
         let mut tables = self.lock();

@@ -1015,7 +1015,7 @@ impl Session {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .map(|provider| provider.get_logical_plan().is_some());
+            .map(|provider| provider.table_type() == datafusion::logical_expr::TableType::View);
         if existing == Some(false) {
             return Err(ZyronError::new(
                 SqlState::WRONG_OBJECT_TYPE,

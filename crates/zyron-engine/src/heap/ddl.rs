@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::Constraint;
-use datafusion::logical_expr::CreateMemoryTable;
+use datafusion::logical_expr::{CreateMemoryTable, TableType};
 use datafusion::sql::sqlparser::ast::{
     self, ColumnOption, CreateTableOptions, ObjectName, SqlOption, TableConstraint,
 };
@@ -300,18 +300,11 @@ pub fn dependents_error(verb: &str, noun: &str, name: &str, dependents: &[String
         format!("cannot {verb} {noun} \"{name}\" because other objects depend on it"),
     )
     .with_hint(format!(
-        "{} {} {} on it. Use DROP ... CASCADE to drop the dependent objects too.",
-        if dependents.len() == 1 {
-            "View"
-        } else {
-            "Views"
-        },
-        dependents.join(", "),
-        if dependents.len() == 1 {
-            "depends"
-        } else {
-            "depend"
-        },
+        "{} on it. Use DROP ... CASCADE to drop the dependent objects too.",
+        match dependents {
+            [one] => format!("View {one} depends"),
+            many => format!("Views {} depend", many.join(", ")),
+        }
     ))
 }
 
@@ -330,13 +323,13 @@ fn kind_of(
     }
     let shared = shared.read().unwrap_or_else(|p| p.into_inner());
     match shared.get(name) {
-        Some(provider) if provider.get_logical_plan().is_some() => Some(DropKind::View),
+        Some(provider) if provider.table_type() == TableType::View => Some(DropKind::View),
         Some(_) => Some(DropKind::Table),
-        None => external.statements().get(name).map(|statement| {
-            if statement.starts_with("CREATE EXTERNAL TABLE") {
-                DropKind::Table
-            } else {
+        None => external.listed_as_view(name).map(|view| {
+            if view {
                 DropKind::View
+            } else {
+                DropKind::Table
             }
         }),
     }
