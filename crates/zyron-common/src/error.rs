@@ -23,6 +23,7 @@ impl SqlState {
     pub const CONNECTION_EXCEPTION: SqlState = SqlState("08000");
     pub const PROTOCOL_VIOLATION: SqlState = SqlState("08P01");
     pub const FEATURE_NOT_SUPPORTED: SqlState = SqlState("0A000");
+    pub const CARDINALITY_VIOLATION: SqlState = SqlState("21000");
     pub const DATA_EXCEPTION: SqlState = SqlState("22000");
     pub const NUMERIC_VALUE_OUT_OF_RANGE: SqlState = SqlState("22003");
     pub const DATETIME_FIELD_OVERFLOW: SqlState = SqlState("22008");

@@ -143,6 +143,9 @@ impl Engine {
             .with_runtime_env(runtime)
             .with_default_features()
             .build();
+        state.add_analyzer_rule(Arc::new(
+            crate::integer_arithmetic::CheckedIntegerArithmetic,
+        ));
         state
             .table_factories_mut()
             .insert("ZYR".into(), Arc::new(crate::zyr::ZyrTableFactory));

@@ -116,16 +116,33 @@ fn arrow_error_to_zyron(err: &ArrowError) -> ZyronError {
         ArrowError::ArithmeticOverflow(m) => {
             ZyronError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, m.clone())
         }
-        ArrowError::CastError(m) | ArrowError::ParseError(m) => {
-            ZyronError::new(SqlState::INVALID_TEXT_REPRESENTATION, m.clone())
-        }
+        ArrowError::CastError(m) | ArrowError::ParseError(m) => out_of_range(m)
+            .unwrap_or_else(|| ZyronError::new(SqlState::INVALID_TEXT_REPRESENTATION, m.clone())),
         ArrowError::MemoryError(m) => ZyronError::new(SqlState::OUT_OF_MEMORY, m.clone()),
         ArrowError::IoError(m, io) => ZyronError::io(m, io),
         other => ZyronError::new(SqlState::DATA_EXCEPTION, other.to_string()),
     }
 }
 
-/// DataFusion reports many conditions only as text; recognise the common ones.
+/// A cast of a number its target type cannot hold ("Can't cast value 2147483648
+/// to type Int32"): PostgreSQL's 22003 with its wording.
+fn out_of_range(message: &str) -> Option<ZyronError> {
+    let target = message
+        .strip_prefix("Can't cast value ")?
+        .rsplit("to type ")
+        .next()?;
+    let name = match target.trim() {
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        _ => return None,
+    };
+    Some(ZyronError::new(
+        SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("{name} out of range"),
+    ))
+}
+
 /// PostgreSQL's wording for a NULL in a NOT NULL column, with the column if
 /// DataFusion named it.
 fn not_null_message(message: &str) -> String {
@@ -135,6 +152,7 @@ fn not_null_message(message: &str) -> String {
     }
 }
 
+/// DataFusion reports many conditions only as text; recognise the common ones.
 fn message_to_zyron(message: &str) -> ZyronError {
     if let Some(name) = between(message, "table '", "' not found") {
         return undefined_table(name);
@@ -169,6 +187,15 @@ fn message_to_zyron(message: &str) -> ZyronError {
     }
     if lower.contains("overflow") {
         return ZyronError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, message.to_owned());
+    }
+    if let Some(error) = out_of_range(message) {
+        return error;
+    }
+    if lower.contains("scalar subquery returned more than one row") {
+        return ZyronError::new(
+            SqlState::CARDINALITY_VIOLATION,
+            "more than one row returned by a subquery used as an expression",
+        );
     }
     if lower.contains("cannot cast") || lower.contains("cast error") {
         return ZyronError::new(SqlState::INVALID_TEXT_REPRESENTATION, message.to_owned());

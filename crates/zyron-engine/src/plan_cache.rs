@@ -265,10 +265,7 @@ impl PlanSlot {
             *self.lock() = Slot::Empty;
             return Ok(None);
         };
-        let plan = state
-            .statement_to_plan(statement.clone())
-            .await
-            .map_err(to_zyron_error)?;
+        let plan = statement::plan_statement(state, statement.clone()).await?;
         // `SELECT ... INTO t` parses as a query and plans as DDL: that runs the usual way.
         if statement::command_for_plan(&plan).is_some() || !keepable(&plan, &relations) {
             *self.lock() = Slot::Never;

@@ -2,6 +2,7 @@
 //! from SQL text to results.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -10,6 +11,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 
 use datafusion::logical_expr::DdlStatement;
@@ -173,7 +175,9 @@ impl PreparedStatement {
             (Some(Parsed::Utility(Utility::Show { name })), _) => show_schema(name),
             (Some(Parsed::Utility(Utility::ShowAll)), _) => show_all_schema(),
             (_, Some(plan)) if statement::command_for_plan(plan).is_none() => {
-                Arc::new(plan.schema().as_arrow().clone())
+                let schema = plan.schema().as_arrow();
+                crate::output_names::client_schema(schema)
+                    .unwrap_or_else(|| Arc::new(schema.clone()))
             }
             _ => Arc::new(Schema::empty()),
         }
@@ -208,6 +212,9 @@ pub struct Session {
     kept_physical_executions: u64,
     /// Called before a statement goes to DataFusion (see [`Session::before_planning`]).
     before_planning: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Set when a result stream this session returned failed after the statement
+    /// itself returned (`SELECT 1/0` fails while its rows stream to the client).
+    stream_failed: Arc<AtomicBool>,
 }
 
 impl Session {
@@ -233,6 +240,7 @@ impl Session {
             kept_plan_executions: 0,
             kept_physical_executions: 0,
             before_planning: None,
+            stream_failed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -447,6 +455,7 @@ impl Session {
         known: Known<'_>,
         params: Option<ParamValues>,
     ) -> Result<StatementResult> {
+        self.take_stream_failure();
         if self.block == Block::Failed && !ends_block(parsed) {
             return Err(ZyronError::new(
                 SqlState::IN_FAILED_SQL_TRANSACTION,
@@ -459,7 +468,38 @@ impl Session {
                 self.run_in_transaction(statement, known, params).await
             }
         };
-        outcome.map_err(|error| self.fail(error))
+        match outcome {
+            Ok(result) => Ok(self.watch_stream(client_named(result))),
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+
+    /// Inside a transaction block, a result's rows may fail after the statement returned
+    /// (an error DataFusion raises while executing): the stream then records the failure,
+    /// and the session's next statement finds the block failed, as PostgreSQL's would be.
+    fn watch_stream(&self, result: StatementResult) -> StatementResult {
+        match result {
+            StatementResult::Rows { schema, stream } if self.block == Block::InBlock => {
+                let failed = self.stream_failed.clone();
+                let stream = stream.inspect(move |batch| {
+                    if batch.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                });
+                StatementResult::Rows {
+                    schema: schema.clone(),
+                    stream: Box::pin(RecordBatchStreamAdapter::new(schema, stream)),
+                }
+            }
+            result => result,
+        }
+    }
+
+    /// Moves the block to the failed state if the last result's stream failed.
+    fn take_stream_failure(&mut self) {
+        if self.stream_failed.swap(false, Ordering::AcqRel) && self.block == Block::InBlock {
+            self.block = Block::Failed;
+        }
     }
 
     /// Runs one statement in the session's transaction: outside a block it
@@ -535,11 +575,7 @@ impl Session {
     }
 
     async fn plan(&self, statement: datafusion::sql::parser::Statement) -> Result<LogicalPlan> {
-        self.ctx
-            .state()
-            .statement_to_plan(statement)
-            .await
-            .map_err(to_zyron_error)
+        statement::plan_statement(&self.ctx.state(), statement).await
     }
 
     async fn execute_statement(
@@ -618,10 +654,7 @@ impl Session {
         // One copy of the session state serves planning, optimizing and
         // executing this statement (each copy clones every function registry).
         let state = self.ctx.state();
-        let mut plan = state
-            .statement_to_plan(statement)
-            .await
-            .map_err(to_zyron_error)?;
+        let mut plan = statement::plan_statement(&state, statement).await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params).map_err(to_zyron_error)?;
         }
@@ -1257,6 +1290,29 @@ fn affected_rows(batches: &[RecordBatch]) -> u64 {
         })
         .map(|counts| counts.iter().flatten().sum::<u64>())
         .sum()
+}
+
+/// `result` with PostgreSQL's column names where DataFusion's had to differ
+/// (repeated names: see `output_names`).
+fn client_named(result: StatementResult) -> StatementResult {
+    let StatementResult::Rows { schema, stream } = result else {
+        return result;
+    };
+    let Some(renamed) = crate::output_names::client_schema(&schema) else {
+        return StatementResult::Rows { schema, stream };
+    };
+    let batch_schema = renamed.clone();
+    let stream = stream.map(move |batch| {
+        let batch = batch?;
+        Ok(RecordBatch::try_new(
+            batch_schema.clone(),
+            batch.columns().to_vec(),
+        )?)
+    });
+    StatementResult::Rows {
+        schema: renamed.clone(),
+        stream: Box::pin(RecordBatchStreamAdapter::new(renamed, stream)),
+    }
 }
 
 /// Collects a streamed result so the next statement of a script sees its effects.

@@ -10,6 +10,7 @@ use datafusion::sql::sqlparser::ast::{self, Expr, ObjectName, Set, Value};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_pg_catalog::sql::rules::{self, SqlStatementRewriteRule};
 
 use zyron_common::{Result, SqlState, ZyronError};
 
@@ -155,7 +156,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>> {
         Ok(statements) => statements
             .into_iter()
             .map(|statement| match statement {
-                DfStatement::Statement(inner) => classify_sql(compat.rewrite(*inner)),
+                DfStatement::Statement(inner) => classify_sql(compatibility_rewrite(*inner)),
                 other => Ok(Parsed::DataFusion(other)),
             })
             .collect(),
@@ -350,14 +351,87 @@ fn isolation_of(modes: &[ast::TransactionMode]) -> Option<zyron_txn::Isolation> 
     })
 }
 
+/// The rewrites of `datafusion-pg-catalog`'s compatibility parser, for
+/// statements DataFusion's parser accepted. One of them,
+/// `RemoveSubqueryFromProjection`, is made for the catalog queries of psql and
+/// BI tools: it answers NULL for every correlated subquery in a select list
+/// and cuts uncorrelated ones to their first row. Applied to user queries it
+/// gave wrong answers without an error, so it runs only on statements that
+/// read the catalog.
+fn compatibility_rewrite(mut statement: ast::Statement) -> ast::Statement {
+    static RULES: OnceLock<Vec<Box<dyn SqlStatementRewriteRule>>> = OnceLock::new();
+    let rules = RULES.get_or_init(|| {
+        vec![
+            Box::new(rules::AliasDuplicatedProjectionRewrite),
+            Box::new(rules::ResolveUnqualifiedIdentifier),
+            Box::new(rules::RewriteArrayAnyAllOperation),
+            Box::new(rules::PrependUnqualifiedPgTableName),
+            Box::new(rules::StripCallableQualifier),
+            Box::new(rules::FixArrayLiteral),
+            Box::new(rules::CurrentUserVariableToSessionUserFunctionCall),
+            Box::new(rules::StripCollate),
+            Box::new(rules::RewritePgCatalogOperator),
+            Box::new(rules::RewriteRegCastToSubquery::new()),
+            Box::new(rules::FixVersionColumnName),
+        ]
+    });
+    for rule in rules {
+        statement = rule.rewrite(statement);
+    }
+    if reads_catalog(&statement) {
+        statement = rules::RemoveSubqueryFromProjection.rewrite(statement);
+    }
+    statement
+}
+
+/// Whether `statement` names a relation of `pg_catalog` or `information_schema`
+/// (or a `pg_` relation without a schema, which resolves to `pg_catalog`'s).
+fn reads_catalog(statement: &ast::Statement) -> bool {
+    let outcome = ast::visit_relations(statement, |name| {
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .filter_map(|part| part.as_ident())
+            .map(|ident| ident.value.to_ascii_lowercase())
+            .collect();
+        let catalog = parts
+            .iter()
+            .any(|part| part == "pg_catalog" || part == "information_schema")
+            || (parts.len() == 1 && parts[0].starts_with("pg_"));
+        if catalog {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    outcome.is_break()
+}
+
 fn compatibility_parser() -> &'static PostgresCompatibilityParser {
     static PARSER: OnceLock<PostgresCompatibilityParser> = OnceLock::new();
     PARSER.get_or_init(PostgresCompatibilityParser::new)
 }
 
+/// Plans `statement` as PostgreSQL would type it (see `integer_arithmetic`).
+/// Kept apart from parsing so that point statements, which never plan, keep
+/// their literals as written.
+pub async fn plan_statement(
+    state: &datafusion::execution::session_state::SessionState,
+    mut statement: DfStatement,
+) -> Result<LogicalPlan> {
+    if let DfStatement::Statement(inner) = &mut statement {
+        crate::integer_arithmetic::type_integer_literals(inner);
+    }
+    state
+        .statement_to_plan(statement)
+        .await
+        .map_err(to_zyron_error)
+}
+
 /// Classifies a plain SQL statement, named the way PostgreSQL names things.
 fn classify_sql(mut statement: ast::Statement) -> Result<Parsed> {
     crate::function_columns::name_after_alias(&mut statement);
+    crate::output_names::name_columns(&mut statement);
     classify(DfStatement::Statement(Box::new(statement)))
 }
 

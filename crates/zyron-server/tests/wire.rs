@@ -179,6 +179,75 @@ async fn prepared_statements_take_parameters_and_errors_keep_the_session() {
     assert_eq!(row.get::<_, i64>(0), 3);
 }
 
+/// The names PostgreSQL 15 gives these columns (its answer to the same query).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_columns_have_postgresql_names_even_when_repeated() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE kv (k INT, v TEXT); INSERT INTO kv VALUES (1, 'one')")
+        .await
+        .unwrap();
+    let query = "SELECT count(*), 1, NULL, NULL, k + 1, k::int, 1::int, true, \
+        CASE WHEN k > 1 THEN 1 END, max(k) AS m, upper(v), COUNT(k), (SELECT count(*) FROM kv), \
+        EXISTS (SELECT 1), session_user, session_user, k, kv.k, k, 'a'::text, coalesce(k, 0), -k \
+        FROM kv GROUP BY k, v";
+    let expected = [
+        "count",
+        "?column?",
+        "?column?",
+        "?column?",
+        "?column?",
+        "k",
+        "int4",
+        "?column?",
+        "case",
+        "m",
+        "upper",
+        "count",
+        "count",
+        "exists",
+        "session_user",
+        "session_user",
+        "k",
+        "k",
+        "k",
+        "text",
+        "coalesce",
+        "?column?",
+    ];
+    let prepared = client.prepare(query).await.unwrap();
+    let names: Vec<&str> = prepared.columns().iter().map(|c| c.name()).collect();
+    assert_eq!(names, expected, "described by the extended protocol");
+    let rows = client.query(&prepared, &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let messages = client.simple_query(query).await.unwrap();
+    for message in messages {
+        if let tokio_postgres::SimpleQueryMessage::RowDescription(columns) = message {
+            let names: Vec<&str> = columns.iter().map(|c| c.name()).collect();
+            assert_eq!(names, expected, "described by the simple protocol");
+        }
+    }
+    // Repeated aliases, and a derived table's columns named as PostgreSQL names them.
+    let rows = simple_rows(
+        client
+            .simple_query("SELECT DISTINCT -k AS v, v AS v FROM kv")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![vec![Some("-1".to_owned()), Some("one".to_owned())]]
+    );
+    let rows = simple_rows(
+        client
+            .simple_query("SELECT count FROM (SELECT count(*) FROM kv) s")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows, vec![vec![Some("1".to_owned())]]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_limit_are_refused_with_53300() {
     let server = TestServer::start_with(|c| c.max_connections = 1, None).await;

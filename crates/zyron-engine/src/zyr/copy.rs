@@ -39,11 +39,9 @@ pub async fn copy_to_zyr(ctx: &SessionContext, copy: &CopyToStatement) -> Result
             return Box::pin(copy_query(ctx, &sql, copy, options)).await;
         }
     };
-    let plan = ctx
-        .state()
-        .statement_to_plan(DfStatement::Statement(Box::new(query)))
-        .await
-        .map_err(to_zyron_error)?;
+    let plan =
+        crate::statement::plan_statement(&ctx.state(), DfStatement::Statement(Box::new(query)))
+            .await?;
     let frame = ctx
         .execute_logical_plan(plan)
         .await
