@@ -16,17 +16,16 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::Datum;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ReturnFieldArgs,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::sql::sqlparser::ast::{
@@ -38,17 +37,44 @@ use zyron_common::{SqlState, ZyronError};
 /// Types the integer literals that are operands of arithmetic in `statement` as
 /// PostgreSQL does: `integer` where the value fits in 32 bits.
 pub fn type_integer_literals(statement: &mut ast::Statement) {
-    let _ = statement.visit(&mut IntegerLiterals);
+    let _ = statement.visit(&mut IntegerLiterals::default());
 }
 
-struct IntegerLiterals;
+fn is_function_call(factor: &ast::TableFactor) -> bool {
+    matches!(
+        factor,
+        ast::TableFactor::Table { args: Some(_), .. } | ast::TableFactor::Function { .. }
+    )
+}
+
+/// Counts the table-function calls it is inside: their arguments keep BIGINT
+/// literals (`generate_series(1, 10 - 1)` takes only BIGINT).
+#[derive(Default)]
+struct IntegerLiterals {
+    in_table_function: usize,
+}
 
 impl VisitorMut for IntegerLiterals {
     type Break = ();
 
+    fn pre_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+        if is_function_call(factor) {
+            self.in_table_function += 1;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+        if is_function_call(factor) {
+            self.in_table_function -= 1;
+        }
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
         if let ast::Expr::BinaryOp { left, op, right } = expr
             && is_arithmetic(op)
+            && self.in_table_function == 0
         {
             as_integer_if_small(left);
             as_integer_if_small(right);
@@ -125,12 +151,9 @@ fn check_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
             &scan.source.schema(),
         )?);
     }
-    let names = NamePreserver::new(&plan);
-    plan.map_expressions(|expr| {
-        let name = names.save(&expr);
-        let rewritten = expr.transform_up(|e| check_expr(e, &schema))?;
-        Ok(rewritten.update_data(|e| name.restore(e)))
-    })
+    // The functions keep the operator's name and nullability (see `CheckedArithmetic`),
+    // so no schema changes.
+    plan.map_expressions(|expr| expr.transform_up(|e| check_expr(e, &schema)))
 }
 
 fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
@@ -233,9 +256,22 @@ impl ScalarUDFImpl for CheckedArithmetic {
         self.kind.name()
     }
 
-    /// Shown as the operator it replaces, so EXPLAIN reads as the query was written.
-    fn display_name(&self, args: &[Expr]) -> DfResult<String> {
-        Ok(format!("{} {} {}", args[0], self.kind.symbol(), args[1]))
+    /// Named as the operator it replaces (`t.a + Int32(1)`), so every schema above
+    /// the rewritten expression stays as DataFusion planned it.
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        Ok(format!(
+            "{} {} {}",
+            args[0].schema_name(),
+            self.kind.symbol(),
+            args[1].schema_name()
+        ))
+    }
+
+    /// Nullable where the operator's result is: if either operand is.
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
+        let data_type = args.arg_fields[0].data_type().clone();
+        Ok(Arc::new(Field::new(self.name(), data_type, nullable)))
     }
 
     fn signature(&self) -> &Signature {
@@ -317,6 +353,10 @@ mod tests {
             typed("SELECT a + 1, 2 * -3, 3000000000 + 1, 1.5 + 1 FROM t ORDER BY 1 LIMIT 2"),
             "SELECT a + CAST(1 AS INTEGER), CAST(2 AS INTEGER) * CAST(-3 AS INTEGER), \
              3000000000 + CAST(1 AS INTEGER), 1.5 + CAST(1 AS INTEGER) FROM t ORDER BY 1 LIMIT 2"
+        );
+        assert_eq!(
+            typed("SELECT * FROM generate_series(1, 10 - 1)"),
+            "SELECT * FROM generate_series(1, 10 - 1)"
         );
     }
 }

@@ -69,28 +69,38 @@ impl VisitorMut for NameColumns {
 }
 
 fn name_select_list(items: &mut [SelectItem]) {
+    // A wildcard's columns are named by the relation they come from, and the
+    // names `*` brings in are not known here: an implicit name beside one is
+    // kept apart from them (`SELECT *, a::date`).
+    let has_wildcard = items.iter().any(|item| {
+        matches!(
+            item,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+        )
+    });
     let mut taken = HashSet::new();
     for (position, item) in items.iter_mut().enumerate() {
-        let (expr, name, aliased) = match item {
+        let (expr, figured, aliased) = match item {
             SelectItem::UnnamedExpr(expr) => {
-                let name = figure_name(expr).name;
-                (expr, name, false)
+                let figured = figure_name(expr);
+                (expr, figured, false)
             }
             SelectItem::ExprWithAlias { expr, alias } => {
-                let name = folded(alias);
-                (expr, name, true)
+                let figured = Figured::strong(folded(alias));
+                (expr, figured, true)
             }
-            // A wildcard's columns are named by the relation they come from.
             _ => continue,
         };
-        let unique = if taken.insert(name.clone()) {
+        let name = figured.name;
+        let unique = if taken.insert(name.clone()) && (aliased || !has_wildcard) {
             name
         } else {
             format!("{name}{REPEAT_MARK}{position}")
         };
-        // A column reference keeps DataFusion's own (qualified) name where it is unique.
-        let plain_column = matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
-        if aliased || !plain_column || client_name(&unique) != unique {
+        // An expression named after a column it reads (`a`, `t.a`, `a::int`) keeps
+        // DataFusion's own name, which is that column's, where it is unique: as an
+        // alias it would capture the column in ORDER BY expressions (`ORDER BY a + 1`).
+        if aliased || !figured.from_column || client_name(&unique) != unique {
             *item = SelectItem::ExprWithAlias {
                 expr: expr.clone(),
                 alias: Ident::with_quote('"', unique),
@@ -105,6 +115,8 @@ fn name_select_list(items: &mut [SelectItem]) {
 struct Figured {
     name: String,
     strength: u8,
+    /// Named after a column the expression reads.
+    from_column: bool,
 }
 
 impl Figured {
@@ -112,6 +124,14 @@ impl Figured {
         Self {
             name: name.into(),
             strength: 2,
+            from_column: false,
+        }
+    }
+
+    fn column(name: impl Into<String>) -> Self {
+        Self {
+            from_column: true,
+            ..Self::strong(name)
         }
     }
 
@@ -119,6 +139,7 @@ impl Figured {
         Self {
             name: pg_type_name(data_type),
             strength: 1,
+            from_column: false,
         }
     }
 
@@ -126,16 +147,17 @@ impl Figured {
         Self {
             name: UNNAMED.to_owned(),
             strength: 0,
+            from_column: false,
         }
     }
 }
 
 fn figure_name(expr: &Expr) -> Figured {
     match expr {
-        Expr::Identifier(ident) => Figured::strong(folded(ident)),
+        Expr::Identifier(ident) => Figured::column(folded(ident)),
         Expr::CompoundIdentifier(parts) => parts
             .last()
-            .map_or_else(Figured::unnamed, |ident| Figured::strong(folded(ident))),
+            .map_or_else(Figured::unnamed, |ident| Figured::column(folded(ident))),
         Expr::CompoundFieldAccess { root, .. } => figure_name(root),
         Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => figure_name(inner),
         Expr::Cast {
@@ -152,6 +174,7 @@ fn figure_name(expr: &Expr) -> Figured {
         Expr::Interval(_) => Figured {
             name: "interval".to_owned(),
             strength: 1,
+            from_column: false,
         },
         Expr::Function(function) => function
             .name
@@ -161,7 +184,10 @@ fn figure_name(expr: &Expr) -> Figured {
             .map_or_else(Figured::unnamed, |ident| Figured::strong(folded(ident))),
         Expr::Case { .. } => Figured::strong("case"),
         Expr::Exists { .. } => Figured::strong("exists"),
-        Expr::Subquery(query) => subquery_name(query),
+        Expr::Subquery(query) => Figured {
+            from_column: false,
+            ..subquery_name(query)
+        },
         Expr::Array(_) => Figured::strong("array"),
         Expr::Tuple(_) => Figured::strong("row"),
         Expr::Extract { .. } => Figured::strong("extract"),
@@ -272,8 +298,16 @@ mod tests {
                 "SELECT count(*), 1, max(a) + 1, a::int, 1::int, true, CASE WHEN a THEN 1 END FROM t"
             ),
             "SELECT count(*) AS \"count\", 1 AS \"?column?\", max(a) + 1 AS \"?column?#2\", \
-             a::INT AS \"a\", 1::INT AS \"int4\", true AS \"?column?#5\", \
+             a::INT, 1::INT AS \"int4\", true AS \"?column?#5\", \
              CASE WHEN a THEN 1 END AS \"case\" FROM t"
+        );
+    }
+
+    #[test]
+    fn names_beside_a_wildcard_are_kept_apart_from_its_columns() {
+        assert_eq!(
+            named("SELECT *, a::date, count(*) FROM t"),
+            "SELECT *, a::DATE AS \"a#1\", count(*) AS \"count#2\" FROM t"
         );
     }
 
