@@ -92,15 +92,17 @@ fn name_select_list(items: &mut [SelectItem]) {
             _ => continue,
         };
         let name = figured.name;
-        let unique = if taken.insert(name.clone()) && (aliased || !has_wildcard) {
+        // A cast or field of a column is named after it in hiding, so that as an
+        // alias it does not capture the column in ORDER BY expressions (`ORDER BY a + 1`).
+        let plain_column = matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+        let hidden = !aliased && (has_wildcard || (figured.from_column && !plain_column));
+        let unique = if taken.insert(name.clone()) && !hidden {
             name
         } else {
             format!("{name}{REPEAT_MARK}{position}")
         };
-        // An expression named after a column it reads (`a`, `t.a`, `a::int`) keeps
-        // DataFusion's own name, which is that column's, where it is unique: as an
-        // alias it would capture the column in ORDER BY expressions (`ORDER BY a + 1`).
-        if aliased || !figured.from_column || client_name(&unique) != unique {
+        // A column reference keeps DataFusion's own (qualified) name where it is unique.
+        if aliased || !plain_column || client_name(&unique) != unique {
             *item = SelectItem::ExprWithAlias {
                 expr: expr.clone(),
                 alias: Ident::with_quote('"', unique),
@@ -298,7 +300,7 @@ mod tests {
                 "SELECT count(*), 1, max(a) + 1, a::int, 1::int, true, CASE WHEN a THEN 1 END FROM t"
             ),
             "SELECT count(*) AS \"count\", 1 AS \"?column?\", max(a) + 1 AS \"?column?#2\", \
-             a::INT, 1::INT AS \"int4\", true AS \"?column?#5\", \
+             a::INT AS \"a#3\", 1::INT AS \"int4\", true AS \"?column?#5\", \
              CASE WHEN a THEN 1 END AS \"case\" FROM t"
         );
     }
