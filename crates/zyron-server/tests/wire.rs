@@ -206,7 +206,6 @@ async fn result_columns_have_postgresql_names_even_when_repeated() {
         "upper",
         "count",
         "count",
-        "exists",
         "session_user",
         "session_user",
         "k",
