@@ -75,6 +75,8 @@ impl VisitorMut for IntegerLiterals {
         if let ast::Expr::BinaryOp { left, op, right } = expr
             && is_arithmetic(op)
             && self.in_table_function == 0
+            && !is_placeholder(left)
+            && !is_placeholder(right)
         {
             as_integer_if_small(left);
             as_integer_if_small(right);
@@ -92,6 +94,13 @@ fn is_arithmetic(op: &BinaryOperator) -> bool {
             | BinaryOperator::Divide
             | BinaryOperator::Modulo
     )
+}
+
+/// Whether `operand` is a parameter (`$1`). DataFusion types a parameter after
+/// the other operand of its arithmetic, where PostgreSQL takes the type from
+/// its first use: `k BETWEEN $1 AND $1 + 9` must keep `$1` a BIGINT like `k`.
+fn is_placeholder(operand: &ast::Expr) -> bool {
+    matches!(operand, ast::Expr::Value(value) if matches!(value.value, Value::Placeholder(_)))
 }
 
 /// `5` and `-5` become `CAST(5 AS INTEGER)` and `CAST(-5 AS INTEGER)`.
@@ -357,6 +366,14 @@ mod tests {
         assert_eq!(
             typed("SELECT * FROM generate_series(1, 10 - 1)"),
             "SELECT * FROM generate_series(1, 10 - 1)"
+        );
+    }
+
+    #[test]
+    fn a_parameter_beside_a_literal_keeps_both_untyped() {
+        assert_eq!(
+            typed("SELECT $1 + 9, 9 * $2, $3::int + 1 FROM t"),
+            "SELECT $1 + 9, 9 * $2, $3::INT + CAST(1 AS INTEGER) FROM t"
         );
     }
 }
