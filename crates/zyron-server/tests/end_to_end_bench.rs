@@ -149,33 +149,12 @@ struct Life {
     answer: Vec<Vec<Option<String>>>,
 }
 
-async fn connect_when_ready(port: u16, user: &str) -> Client {
-    let config = format!("host=127.0.0.1 port={port} user={user} dbname=postgres");
-    let deadline = Instant::now() + BOOT_TIMEOUT;
-    loop {
-        // PostgreSQL answers 57P03 while it starts up; try again until it is ready.
-        match tokio_postgres::connect(&config, NoTls).await {
-            Ok((client, connection)) => {
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                return client;
-            }
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_micros(500)).await;
-            }
-            Err(e) => panic!("no ReadyForQuery from port {port}: {e}"),
-        }
-    }
-}
-
 async fn live(system: &mut dyn Lifecycle, seed: &[String], queries: usize) -> Life {
     let started = Instant::now();
     let port = system.spawn();
     tokio::task::block_in_place(|| wait_until_accepting(port, BOOT_TIMEOUT)).expect("accepts");
     let boot = started.elapsed();
-    let client = connect_when_ready(port, "postgres").await;
+    let client = common::connect_when_ready(port, "postgres", BOOT_TIMEOUT).await;
     let first_ready = started.elapsed();
 
     client.batch_execute(DROP_ALL).await.expect("cleanup");

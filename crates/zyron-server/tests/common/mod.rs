@@ -7,6 +7,7 @@ pub mod pgbench;
 pub mod process;
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 use zyron_common::Config;
@@ -107,4 +108,25 @@ pub fn block_on<F: std::future::Future>(body: F) -> F::Output {
         .build()
         .expect("tokio runtime")
         .block_on(body)
+}
+
+/// A connection to a server on loopback `port` (dbname `postgres`) as soon as
+/// it takes one: PostgreSQL answers 57P03 while it starts up.
+pub async fn connect_when_ready(port: u16, user: &str, timeout: Duration) -> Client {
+    let config = format!("host=127.0.0.1 port={port} user={user} dbname=postgres");
+    let deadline = Instant::now() + timeout;
+    loop {
+        match tokio_postgres::connect(&config, NoTls).await {
+            Ok((client, connection)) => {
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                return client;
+            }
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+            Err(e) => panic!("no ReadyForQuery from port {port}: {e}"),
+        }
+    }
 }
