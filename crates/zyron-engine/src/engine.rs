@@ -131,6 +131,11 @@ impl Engine {
         // PostgreSQL sessions start in a time zone (UTC here, as `SHOW TimeZone`
         // says); without one DataFusion plans TIMESTAMPTZ as a plain timestamp.
         config.options_mut().execution.time_zone = Some("+00:00".to_owned());
+        // A DataFusion optimizer rule that fails (its subquery decorrelation
+        // refuses shapes it half recognises) leaves the plan as it was, and
+        // `subquery::ZyronQueryPlanner` runs what it left: a slower plan, not
+        // an error for valid SQL.
+        config.options_mut().optimizer.skip_failed_rules = true;
 
         let mut runtime = RuntimeEnvBuilder::new();
         if options.query_memory_limit_bytes > 0 {
@@ -142,9 +147,21 @@ impl Engine {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_optimizer_rules(crate::subquery::optimizer_rules())
+            .with_query_planner(Arc::new(crate::subquery::ZyronQueryPlanner))
             .build();
         state.add_analyzer_rule(Arc::new(
             crate::integer_arithmetic::CheckedIntegerArithmetic,
+        ));
+        state.add_analyzer_rule(Arc::new(
+            crate::subquery::single_row::AggregateSingleRowSubqueries,
+        ));
+        state.add_analyzer_rule(Arc::new(
+            crate::subquery::output_name::NameComparedSubqueryValues,
+        ));
+        state.add_analyzer_rule(Arc::new(crate::set_operations::MultisetIntersectExcept));
+        state.add_analyzer_rule(Arc::new(
+            crate::subquery::outer_aggregate::RefuseOuterAggregates,
         ));
         state
             .table_factories_mut()

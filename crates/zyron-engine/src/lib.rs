@@ -25,11 +25,13 @@
 //! # });
 //! ```
 
+mod checked_sum;
 mod copy_in;
 pub mod demo;
 mod engine;
 mod errors;
 pub mod external;
+mod float_to_integer;
 mod function_columns;
 pub mod heap;
 mod integer_arithmetic;
@@ -40,8 +42,10 @@ mod params;
 mod parse_cache;
 mod plan_cache;
 mod session;
+mod set_operations;
 mod settings;
 mod statement;
+mod subquery;
 pub mod zyr;
 
 pub use datafusion;

@@ -364,7 +364,6 @@ fn compatibility_rewrite(mut statement: ast::Statement) -> ast::Statement {
         vec![
             Box::new(rules::AliasDuplicatedProjectionRewrite),
             Box::new(rules::ResolveUnqualifiedIdentifier),
-            Box::new(rules::RewriteArrayAnyAllOperation),
             Box::new(rules::PrependUnqualifiedPgTableName),
             Box::new(rules::StripCallableQualifier),
             Box::new(rules::FixArrayLiteral),
@@ -378,10 +377,28 @@ fn compatibility_rewrite(mut statement: ast::Statement) -> ast::Statement {
     for rule in rules {
         statement = rule.rewrite(statement);
     }
+    // It turns `x = ANY (..)` into `array_contains(.., x)`, right for an array
+    // and wrong for a subquery, which DataFusion compares itself.
+    if !compares_with_subquery(&statement) {
+        statement = rules::RewriteArrayAnyAllOperation.rewrite(statement);
+    }
     if reads_catalog(&statement) {
         statement = rules::RemoveSubqueryFromProjection.rewrite(statement);
     }
     statement
+}
+
+/// Whether `statement` has `x op ANY (SELECT ..)` or `x op ALL (SELECT ..)`.
+fn compares_with_subquery(statement: &ast::Statement) -> bool {
+    let outcome = ast::visit_expressions(statement, |expr| match expr {
+        ast::Expr::AnyOp { right, .. } | ast::Expr::AllOp { right, .. }
+            if matches!(right.as_ref(), ast::Expr::Subquery(_)) =>
+        {
+            std::ops::ControlFlow::Break(())
+        }
+        _ => std::ops::ControlFlow::Continue(()),
+    });
+    outcome.is_break()
 }
 
 /// Whether `statement` names a relation of `pg_catalog` or `information_schema`
