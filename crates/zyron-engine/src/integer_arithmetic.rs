@@ -26,6 +26,7 @@ use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ReturnFieldArgs,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::sql::sqlparser::ast::{
@@ -162,10 +163,26 @@ fn check_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     }
     // The functions keep the operator's name and nullability (see `CheckedArithmetic`),
     // so no schema changes.
-    plan.map_expressions(|expr| expr.transform_up(|e| check_expr(e, &schema)))
+    plan.map_expressions(|expr| {
+        expr.transform_up(|e| {
+            check_expr(e, &schema)?
+                .transform_data(|e| crate::float_to_integer::round_before_cast(e, &schema))?
+                .transform_data(|e| checked_sum(e, &schema))
+        })
+    })
 }
 
 fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+    if let Expr::Negative(operand) = &expr {
+        let integer = operand
+            .get_type(schema)
+            .is_ok_and(|t| integer_range_name(&t).is_some());
+        if !integer {
+            return Ok(Transformed::no(expr));
+        }
+        let call = checked_negation().call(vec![operand.as_ref().clone()]);
+        return Ok(Transformed::yes(call));
+    }
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else {
         return Ok(Transformed::no(expr));
     };
@@ -180,6 +197,33 @@ fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     }
     let call = checked_function(kind).call(vec![left.as_ref().clone(), right.as_ref().clone()]);
     Ok(Transformed::yes(call))
+}
+
+/// `sum` of BIGINT values, in an aggregate or a window, as [`crate::checked_sum`].
+fn checked_sum(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let is_bigint_sum = |name: &str, args: &[Expr]| {
+        name == "sum" && matches!(args, [arg] if arg.get_type(schema).ok() == Some(DataType::Int64))
+    };
+    match expr {
+        Expr::AggregateFunction(mut call)
+            if is_bigint_sum(call.func.name(), &call.params.args)
+                && call.func != crate::checked_sum::checked_sum() =>
+        {
+            call.func = crate::checked_sum::checked_sum();
+            Ok(Transformed::yes(Expr::AggregateFunction(call)))
+        }
+        Expr::WindowFunction(mut window) => {
+            let swap = matches!(&window.fun, WindowFunctionDefinition::AggregateUDF(udf)
+                if is_bigint_sum(udf.name(), &window.params.args)
+                    && *udf != crate::checked_sum::checked_sum());
+            if !swap {
+                return Ok(Transformed::no(Expr::WindowFunction(window)));
+            }
+            window.fun = WindowFunctionDefinition::AggregateUDF(crate::checked_sum::checked_sum());
+            Ok(Transformed::yes(Expr::WindowFunction(window)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -320,6 +364,75 @@ impl ScalarUDFImpl for CheckedArithmetic {
         } else {
             Ok(ColumnarValue::Array(result))
         }
+    }
+}
+
+/// `-x` for integers, failing with 22003 where Arrow's negation wraps
+/// (`-(-2147483648)`); named `(- x)` as the operator it replaces.
+fn checked_negation() -> Arc<ScalarUDF> {
+    use std::sync::OnceLock;
+    static FUNCTION: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    FUNCTION
+        .get_or_init(|| Arc::new(ScalarUDF::new_from_impl(CheckedNegation::new())))
+        .clone()
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedNegation {
+    signature: Signature,
+}
+
+impl CheckedNegation {
+    fn new() -> Self {
+        let integers = [DataType::Int16, DataType::Int32, DataType::Int64]
+            .into_iter()
+            .map(|t| TypeSignature::Exact(vec![t]))
+            .collect();
+        Self {
+            signature: Signature::one_of(integers, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CheckedNegation {
+    fn name(&self) -> &str {
+        "int_neg_checked"
+    }
+
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        Ok(format!("(- {})", args[0].schema_name()))
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Ok(args.arg_fields[0].clone())
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let [operand] = &args.args[..] else {
+            return Err(DataFusionError::Internal(
+                "int_neg_checked takes one argument".to_owned(),
+            ));
+        };
+        let data_type = operand.data_type();
+        let array = match operand {
+            ColumnarValue::Array(array) => array.clone(),
+            ColumnarValue::Scalar(scalar) => scalar.to_array()?,
+        };
+        let negated = numeric::neg(array.as_ref()).map_err(|e| out_of_range(e, &data_type))?;
+        Ok(match operand {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&negated, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(negated),
+        })
     }
 }
 
