@@ -70,8 +70,10 @@ def main():
         header = "query " + "T" * len(cursor.description)
         if "rowsort" in flags:
             header += " rowsort"
-        rows = [" ".join(render(v) for v in row) for row in cursor.fetchall()]
-        out += [header, sql, "----"] + rows + [""]
+        rows = [[render(v) for v in row] for row in cursor.fetchall()]
+        if "rowsort" in flags:
+            rows.sort()  # the runner sorts the rows it gets, and compares them with these
+        out += [header, sql, "----"] + [" ".join(row) for row in rows] + [""]
     print("\n".join(out).rstrip() + "\n", end="")
 
 
