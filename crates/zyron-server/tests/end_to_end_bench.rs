@@ -14,7 +14,6 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, NoTls};
 use zyron_bench::duckdb::same_rows;
 use zyron_bench::postgres::{TempPostgres, free_port, wait_until_accepting};
 use zyron_bench::{Metric, Samples, SuiteRun};
