@@ -115,39 +115,53 @@ impl AggregateUDFImpl for CheckedSum {
     }
 }
 
-/// A sum of BIGINT values, NULL until a value comes.
+/// A sum of BIGINT values: NULL while it holds none, exact in between (a
+/// window adds a frame's new rows before it takes the old ones out), and
+/// checked against BIGINT's range when it is read.
 #[derive(Debug, Default)]
 struct CheckedSumAccumulator {
-    total: Option<i64>,
+    total: i128,
+    values: u64,
 }
 
 impl CheckedSumAccumulator {
-    fn add_all(&mut self, values: &ArrayRef, sign: i64) -> Result<()> {
+    fn add_all(&mut self, values: &ArrayRef, retract: bool) {
         let values: &Int64Array = values.as_primitive::<Int64Type>();
         for value in values.iter().flatten() {
-            let signed = if sign < 0 {
-                value.checked_neg()
+            if retract {
+                self.total -= i128::from(value);
+                self.values -= 1;
             } else {
-                Some(value)
-            };
-            let total = signed.and_then(|v| self.total.unwrap_or(0).checked_add(v));
-            self.total = Some(total.ok_or_else(out_of_range)?);
+                self.total += i128::from(value);
+                self.values += 1;
+            }
         }
-        Ok(())
+    }
+
+    fn answer(&self) -> Result<ScalarValue> {
+        if self.values == 0 {
+            return Ok(ScalarValue::Int64(None));
+        }
+        let total = i64::try_from(self.total).map_err(|_| out_of_range())?;
+        Ok(ScalarValue::Int64(Some(total)))
     }
 }
 
 impl Accumulator for CheckedSumAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.add_all(&values[0], 1)
+        self.add_all(&values[0], false);
+        Ok(())
     }
 
+    /// The state is DataFusion's: the partial sum, NULL for none.
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.add_all(&states[0], 1)
+        self.add_all(&states[0], false);
+        Ok(())
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.add_all(&values[0], -1)
+        self.add_all(&values[0], true);
+        Ok(())
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -155,11 +169,11 @@ impl Accumulator for CheckedSumAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![ScalarValue::Int64(self.total)])
+        Ok(vec![self.answer()?])
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Int64(self.total))
+        self.answer()
     }
 
     fn size(&self) -> usize {
@@ -168,7 +182,9 @@ impl Accumulator for CheckedSumAccumulator {
 }
 
 /// DataFusion's grouped sum, with additions that note an overflow instead of
-/// wrapping; a noted overflow fails the next result taken.
+/// wrapping; a noted overflow fails the next result taken. (Unlike
+/// [`CheckedSumAccumulator`] it checks every step, so a group whose running
+/// total leaves the range and comes back fails too.)
 struct CheckedGroups {
     inner: Box<dyn GroupsAccumulator>,
     overflowed: Arc<AtomicBool>,

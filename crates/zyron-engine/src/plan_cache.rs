@@ -272,6 +272,12 @@ impl PlanSlot {
             return Ok(None);
         }
         let plan = state.optimize(&plan).map_err(to_zyron_error)?;
+        // An Apply's subqueries are out of reach of binding: their `$1` would
+        // stay unbound in a kept plan. Such a query is planned at each execution.
+        if crate::subquery::holds_apply(&plan) {
+            *self.lock() = Slot::Never;
+            return Ok(None);
+        }
         *self.lock() = Slot::Kept(KeptPlan {
             plan: plan.clone(),
             relations,

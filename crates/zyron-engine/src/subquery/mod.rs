@@ -52,6 +52,22 @@ pub fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     rules
 }
 
+/// Whether `plan` has an [`apply::Apply`] node.
+pub fn holds_apply(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Extension(extension) = node {
+            found |= extension.node.as_any().is::<apply::Apply>();
+        }
+        Ok(if found {
+            datafusion::common::tree_node::TreeNodeRecursion::Stop
+        } else {
+            datafusion::common::tree_node::TreeNodeRecursion::Continue
+        })
+    });
+    found
+}
+
 /// DataFusion's physical planner, after the subqueries it cannot run are
 /// given to [`exec::ApplyExec`].
 #[derive(Debug)]

@@ -102,7 +102,10 @@ enum Which {
     ///   null-aware join takes one key only;
     /// - IN and ANY anywhere but as a conjunct of a filter: the mark join they
     ///   become answers false where a NULL makes the answer unknown;
-    /// - IN whose probe holds a subquery ([`probe_has_subquery`]).
+    /// - IN whose probe holds a subquery ([`probe_has_subquery`]);
+    /// - a correlated scalar subquery given `single_row`: decorrelated, it is
+    ///   grouped over every key of the inner table, and a key no outer row
+    ///   reads would raise 21000.
     MisplannedByDataFusion,
 }
 
@@ -290,6 +293,8 @@ impl<'a> Taken<'a> {
                     matches!(expr, Expr::InSubquery(_) | Expr::SetComparison(_)) && !joined;
                 marked
                     || probe_has_subquery(expr)
+                    || (!outer.is_empty()
+                        && super::single_row::holds_single_row(&subquery.subquery))
                     || !references.through_nested.is_empty()
                     || misplanned_not_in(expr, !outer.is_empty())
             }

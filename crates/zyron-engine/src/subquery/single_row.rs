@@ -92,6 +92,21 @@ fn single_row(mut subquery: Subquery) -> Result<Subquery> {
     Ok(subquery)
 }
 
+/// Whether `plan`'s own level aggregates with [`SingleRow`].
+pub fn holds_single_row(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply(|node| {
+        if let LogicalPlan::Aggregate(aggregate) = node {
+            found |= aggregate.aggr_expr.iter().any(|e| {
+                matches!(e.clone().unalias(), Expr::AggregateFunction(call)
+                    if (call.func.inner().as_ref() as &dyn std::any::Any).is::<SingleRow>())
+            });
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    found
+}
+
 /// `single_row(x)`: the value of the only row, NULL for none, 21000 for more.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct SingleRow {

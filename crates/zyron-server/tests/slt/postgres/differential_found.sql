@@ -44,3 +44,22 @@ SELECT f, CAST(f AS integer), CAST(f AS bigint) FROM d1 ORDER BY 1 NULLS LAST
 ;;
 SELECT CAST(2.5 AS integer), CAST(-2.5 AS integer), CAST(0.5 AS integer), CAST(CAST(0.5 AS double precision) AS integer)
 ;;
+# A sliding BIGINT sum over a frame without values is NULL.
+SELECT i, sum(x) OVER (ORDER BY i ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM (VALUES (1, CAST(5 AS bigint)), (2, CAST(NULL AS bigint)), (3, CAST(9223372036854775807 AS bigint)), (4, CAST(-1 AS bigint))) v(i, x) ORDER BY i
+;;
+SELECT sum(x) FROM (VALUES (CAST(9223372036854775807 AS bigint)), (CAST(1 AS bigint)), (CAST(-1 AS bigint))) v(x)
+;;
+# A correlated scalar subquery without an aggregate looks only at the rows its outer row reads.
+CREATE TABLE customers(id int, name text)
+;;
+INSERT INTO customers VALUES (1, 'Ann'), (2, 'Bob')
+;;
+CREATE TABLE phones(cid int, phone text)
+;;
+INSERT INTO phones VALUES (1, 'a'), (2, 'b'), (2, 'c')
+;;
+SELECT name, (SELECT phone FROM phones p WHERE p.cid = c.id) FROM customers c WHERE name = 'Ann'
+;;
+-- error
+SELECT name, (SELECT phone FROM phones p WHERE p.cid = c.id) FROM customers c
+;;
