@@ -101,6 +101,15 @@ struct Report {
 }
 
 impl Report {
+    /// Counts a known gap, keeping the first query that shows it.
+    fn track(&mut self, known: &str, sql: &str) {
+        let entry = self
+            .gaps
+            .entry(known.to_owned())
+            .or_insert_with(|| (0, sql.to_owned()));
+        entry.0 += 1;
+    }
+
     fn find(&mut self, what: String) {
         self.findings.push(what);
     }
@@ -223,13 +232,7 @@ async fn compare_with_postgres(peers: &Peers, query: &query::Query, report: &mut
             let failure = format!("Zyron fails with {sqlstate} ({message})");
             let gap = KNOWN_GAPS.iter().find(|known| failure.contains(*known));
             match gap {
-                Some(known) => {
-                    let entry = report
-                        .gaps
-                        .entry((*known).to_owned())
-                        .or_insert_with(|| (0, query.sql.clone()));
-                    entry.0 += 1;
-                }
+                Some(known) => report.track(known, &query.sql),
                 None => report.find(format!("{failure} where PostgreSQL answers: {}", query.sql)),
             }
         }
@@ -238,13 +241,7 @@ async fn compare_with_postgres(peers: &Peers, query: &query::Query, report: &mut
                 .iter()
                 .find(|known| difference.starts_with(*known))
             {
-                Some(known) => {
-                    let entry = report
-                        .gaps
-                        .entry((*known).to_owned())
-                        .or_insert_with(|| (0, query.sql.clone()));
-                    entry.0 += 1;
-                }
+                Some(known) => report.track(known, &query.sql),
                 None => report.find(format!("{difference}\n      in: {}", query.sql)),
             }
         }

@@ -24,7 +24,6 @@ use datafusion::common::{Column, Result, ScalarValue, internal_err};
 use datafusion::execution::context::SessionState;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::expr::{Exists, InSubquery, SetComparison};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{
     Expr, LogicalPlan, LogicalPlanBuilder, Operator, UserDefinedLogicalNode,
@@ -462,41 +461,14 @@ fn with_outer_values(plan: &LogicalPlan, bound: &[(&Column, &ScalarValue)]) -> R
                 None => Transformed::no(Expr::OuterReferenceColumn(field, column)),
             },
             // A nested subquery no longer reads the values now in place.
-            Expr::ScalarSubquery(mut subquery) => {
-                subquery
-                    .outer_ref_columns
-                    .retain(|e| !reads_bound(e, &value_of));
-                Transformed::no(Expr::ScalarSubquery(subquery))
+            mut other => {
+                if let Some(subquery) = super::subquery_of_mut(&mut other) {
+                    subquery
+                        .outer_ref_columns
+                        .retain(|e| !reads_bound(e, &value_of));
+                }
+                Transformed::no(other)
             }
-            Expr::Exists(Exists {
-                mut subquery,
-                negated,
-            }) => {
-                subquery
-                    .outer_ref_columns
-                    .retain(|e| !reads_bound(e, &value_of));
-                Transformed::no(Expr::Exists(Exists { subquery, negated }))
-            }
-            Expr::InSubquery(InSubquery {
-                expr,
-                mut subquery,
-                negated,
-            }) => {
-                subquery
-                    .outer_ref_columns
-                    .retain(|e| !reads_bound(e, &value_of));
-                Transformed::no(Expr::InSubquery(InSubquery {
-                    expr,
-                    subquery,
-                    negated,
-                }))
-            }
-            Expr::SetComparison(mut comparison) => {
-                let refs = &mut comparison.subquery.outer_ref_columns;
-                refs.retain(|e| !reads_bound(e, &value_of));
-                Transformed::no(Expr::SetComparison(SetComparison { ..comparison }))
-            }
-            other => Transformed::no(other),
         })
     };
     plan.clone()

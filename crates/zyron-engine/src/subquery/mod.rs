@@ -20,7 +20,8 @@ use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::Result;
 use datafusion::execution::context::QueryPlanner;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::expr::{Exists, InSubquery, SetComparison};
+use datafusion::logical_expr::{Expr, LogicalPlan, Subquery};
 use datafusion::optimizer::{Optimizer, OptimizerRule};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
@@ -50,6 +51,27 @@ pub fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
         "DataFusion's optimizer has no decorrelate_lateral_join rule to follow"
     );
     rules
+}
+
+/// The subquery of a scalar subquery, EXISTS, IN or ANY/ALL expression.
+fn subquery_of(expr: &Expr) -> Option<&Subquery> {
+    match expr {
+        Expr::ScalarSubquery(subquery)
+        | Expr::Exists(Exists { subquery, .. })
+        | Expr::InSubquery(InSubquery { subquery, .. })
+        | Expr::SetComparison(SetComparison { subquery, .. }) => Some(subquery),
+        _ => None,
+    }
+}
+
+fn subquery_of_mut(expr: &mut Expr) -> Option<&mut Subquery> {
+    match expr {
+        Expr::ScalarSubquery(subquery)
+        | Expr::Exists(Exists { subquery, .. })
+        | Expr::InSubquery(InSubquery { subquery, .. })
+        | Expr::SetComparison(SetComparison { subquery, .. }) => Some(subquery),
+        _ => None,
+    }
 }
 
 /// Whether `plan` has an [`apply::Apply`] node.

@@ -8,7 +8,7 @@
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::expr::{AggregateFunction, Exists, InSubquery, SetComparison};
+use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
 use zyron_common::{SqlState, ZyronError};
@@ -27,14 +27,8 @@ impl AnalyzerRule for RefuseOuterAggregates {
         plan.apply_with_subqueries(|node| {
             node.apply_expressions(|expr| {
                 expr.apply(|e| {
-                    match e {
-                        Expr::ScalarSubquery(subquery)
-                        | Expr::Exists(Exists { subquery, .. })
-                        | Expr::InSubquery(InSubquery { subquery, .. })
-                        | Expr::SetComparison(SetComparison { subquery, .. }) => {
-                            check_level(&subquery.subquery)?;
-                        }
-                        _ => {}
+                    if let Some(subquery) = super::subquery_of(e) {
+                        check_level(&subquery.subquery)?;
                     }
                     Ok(TreeNodeRecursion::Continue)
                 })

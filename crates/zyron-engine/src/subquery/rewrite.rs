@@ -43,10 +43,7 @@ fn stop_if(found: bool) -> TreeNodeRecursion {
 }
 
 fn is_subquery(expr: &Expr) -> bool {
-    matches!(
-        expr,
-        Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)
-    )
+    super::subquery_of(expr).is_some()
 }
 
 /// `plan` with each filter and projection whose subqueries DataFusion cannot
@@ -274,12 +271,8 @@ impl<'a> Taken<'a> {
     /// (an uncorrelated scalar subquery), it reads a query further out, or
     /// this pass does not take it.
     fn take(&mut self, expr: &Expr, joined: bool) -> Result<Option<Expr>> {
-        let subquery = match expr {
-            Expr::ScalarSubquery(subquery)
-            | Expr::Exists(Exists { subquery, .. })
-            | Expr::InSubquery(InSubquery { subquery, .. })
-            | Expr::SetComparison(SetComparison { subquery, .. }) => subquery,
-            _ => return Ok(None),
+        let Some(subquery) = super::subquery_of(expr) else {
+            return Ok(None);
         };
         let references = outer_references(&subquery.subquery)?;
         let outer = references.free();
@@ -416,15 +409,10 @@ fn outer_references(plan: &LogicalPlan) -> Result<OuterReferences> {
         own.extend(node.schema().columns());
         node.apply_expressions(|expr| {
             expr.apply(|e| {
-                match e {
-                    Expr::OuterReferenceColumn(_, column) => direct.push(column.clone()),
-                    Expr::ScalarSubquery(subquery)
-                    | Expr::Exists(Exists { subquery, .. })
-                    | Expr::InSubquery(InSubquery { subquery, .. })
-                    | Expr::SetComparison(SetComparison { subquery, .. }) => {
-                        nested.extend(outer_references(&subquery.subquery)?.free());
-                    }
-                    _ => {}
+                if let Expr::OuterReferenceColumn(_, column) = e {
+                    direct.push(column.clone());
+                } else if let Some(subquery) = super::subquery_of(e) {
+                    nested.extend(outer_references(&subquery.subquery)?.free());
                 }
                 Ok(TreeNodeRecursion::Continue)
             })
