@@ -157,20 +157,34 @@ impl OptimizerRule for ApplyMisplannedSubqueries {
 
 fn rewrite_filter(filter: &Filter, which: Which) -> Result<Option<LogicalPlan>> {
     let mut taken = Taken::new(filter.input.schema(), which);
-    // A conjunct that is an IN is a semi or anti join of DataFusion's; deeper
-    // in the predicate it would be a mark join.
-    let conjuncts = split_conjunction(&filter.predicate)
-        .into_iter()
-        .map(|conjunct| {
-            let joined = matches!(conjunct, Expr::InSubquery(_));
-            taken.take_from(conjunct.clone(), joined)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let predicate = conjunction(conjuncts).expect("a predicate has a conjunct");
+    // Conjuncts without a subquery the Apply runs stay below it, where they can
+    // still become join conditions and cut the rows the Apply sees; above it,
+    // a WHERE that joins tables left a cross join behind. One that reads an
+    // outer query stays above, where DataFusion's decorrelation of the
+    // enclosing subquery finds it (it pulls nothing out of an extension node).
+    let mut above = Vec::new();
+    let mut below = Vec::new();
+    for conjunct in split_conjunction(&filter.predicate) {
+        // A conjunct that is an IN is a semi or anti join of DataFusion's;
+        // deeper in the predicate it would be a mark join.
+        let joined = matches!(conjunct, Expr::InSubquery(_));
+        let before = taken.subqueries.len();
+        let rewritten = taken.take_from(conjunct.clone(), joined)?;
+        if taken.subqueries.len() > before || rewritten.contains_outer() {
+            above.push(rewritten);
+        } else {
+            below.push(rewritten);
+        }
+    }
     if taken.subqueries.is_empty() {
         return Ok(None);
     }
-    let apply = taken.into_apply(filter.input.as_ref().clone())?;
+    let predicate = conjunction(above).expect("a taken subquery is in a conjunct");
+    let input = match conjunction(below) {
+        Some(rest) => LogicalPlan::Filter(Filter::try_new(rest, Arc::clone(&filter.input))?),
+        None => filter.input.as_ref().clone(),
+    };
+    let apply = taken.into_apply(input)?;
     let filtered = LogicalPlan::Filter(Filter::try_new(predicate, Arc::new(apply))?);
     let columns = filter
         .input
