@@ -27,6 +27,7 @@
 
 mod checked_sum;
 mod copy_in;
+mod deadline;
 pub mod demo;
 mod engine;
 mod errors;

@@ -462,6 +462,10 @@ impl Session {
                 "current transaction is aborted, commands ignored until end of transaction block",
             ));
         }
+        let deadline = self
+            .settings
+            .statement_timeout()
+            .map(|timeout| tokio::time::Instant::now() + timeout);
         let outcome = match parsed {
             Parsed::Utility(utility) => self.execute_utility(utility).await,
             Parsed::DataFusion(statement) => {
@@ -469,7 +473,7 @@ impl Session {
             }
         };
         match outcome {
-            Ok(result) => Ok(self.watch_stream(client_named(result))),
+            Ok(result) => Ok(self.watch_stream(bounded(client_named(result), deadline))),
             Err(error) => Err(self.fail(error)),
         }
     }
@@ -1290,6 +1294,17 @@ fn affected_rows(batches: &[RecordBatch]) -> u64 {
         })
         .map(|counts| counts.iter().flatten().sum::<u64>())
         .sum()
+}
+
+/// A result whose rows stop with 57014 at `deadline` (`statement_timeout`).
+fn bounded(result: StatementResult, deadline: Option<tokio::time::Instant>) -> StatementResult {
+    match (result, deadline) {
+        (StatementResult::Rows { schema, stream }, Some(deadline)) => StatementResult::Rows {
+            schema,
+            stream: crate::deadline::bounded(stream, deadline),
+        },
+        (result, _) => result,
+    }
 }
 
 /// `result` with PostgreSQL's column names where DataFusion's had to differ

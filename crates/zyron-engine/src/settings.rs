@@ -126,6 +126,12 @@ impl Settings {
         } else {
             value.to_owned()
         };
+        if static_key == "statement_timeout" && crate::deadline::parse_timeout(&value).is_none() {
+            return Err(ZyronError::new(
+                SqlState::INVALID_PARAMETER_VALUE,
+                format!("invalid value for parameter \"{display}\": \"{value}\""),
+            ));
+        }
         self.values.insert(static_key, (display, value));
         Ok(())
     }
@@ -141,6 +147,11 @@ impl Settings {
         } else {
             zyron_heap::Durability::Synchronous
         }
+    }
+
+    /// `statement_timeout`: how long a statement may run, or `None` for no limit.
+    pub fn statement_timeout(&self) -> Option<std::time::Duration> {
+        crate::deadline::parse_timeout(self.known("statement_timeout")).flatten()
     }
 
     /// `default_transaction_isolation` as Zyron runs it.
