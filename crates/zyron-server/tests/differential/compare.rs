@@ -171,10 +171,14 @@ pub fn canonical(text: &str) -> String {
             _ => text.to_owned(),
         };
     };
-    if value.fract() == 0.0 && value.abs() < EXACT_INTEGER_LIMIT {
-        return format!("{}", value as i64);
+    // Rounded to 12 digits first: 21703.999999999996 from a double is
+    // PostgreSQL's exact numeric 21704.
+    let shown = format!("{value:.11e}");
+    let rounded: f64 = shown.parse().unwrap_or(value);
+    if rounded.fract() == 0.0 && rounded.abs() < EXACT_INTEGER_LIMIT {
+        return format!("{}", rounded as i64);
     }
-    format!("{value:.11e}")
+    shown
 }
 
 #[cfg(test)]
@@ -195,6 +199,7 @@ mod tests {
         assert_eq!(canonical("ab"), "ab");
         assert_eq!(canonical("e"), "e");
         assert_eq!(canonical("1234567"), "1234567");
+        assert_eq!(canonical("21703.999999999996"), canonical("21704"));
         assert_eq!(
             canonical("-768614336404564651"),
             canonical("-7.68614336404565e17")
