@@ -184,6 +184,7 @@ impl Engine {
         crate::lake::register_functions(&ctx, &lakes);
         datafusion_pg_catalog::setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
             .map_err(|e| ZyronError::internal(format!("setting up pg_catalog: {e}")))?;
+        crate::pg_types::install(&ctx);
         crate::settings::register_functions(&ctx);
 
         let stop_maintenance = Arc::new(AtomicBool::new(false));

@@ -41,6 +41,7 @@ mod leaf_exec;
 mod output_names;
 mod params;
 mod parse_cache;
+mod pg_types;
 mod plan_cache;
 mod session;
 mod set_operations;
