@@ -183,6 +183,13 @@ impl Session {
                 .await
                 .expect("statement_timeout");
         }
+        // One partition: scripts read answers that depend on row order (a ROWS
+        // frame without ORDER BY), which parallel scans would make vary by run.
+        session
+            .zyron
+            .simple_query("SET datafusion.execution.target_partitions = 1")
+            .await
+            .expect("target_partitions");
         session
     }
 }

@@ -105,11 +105,20 @@ pub fn check(corpus: &str, outcomes: &Outcomes) -> Result<(), String> {
                 .join(", ")
         );
     }
-    let new: Vec<String> = now_failing
+    let (slow, new): (Vec<String>, Vec<String>) = now_failing
         .iter()
         .filter(|(case, _)| !known.contains_key(**case))
         .map(|(case, why)| format!("{case}: {why}"))
-        .collect();
+        .partition(|failure| is_timeout(failure));
+    if !slow.is_empty() {
+        // Tests do not assert timings: a case that only ran out of time on a
+        // slower or busier machine is reported, not failed.
+        println!(
+            "{corpus}: {} cases not known to fail ran out of time:\n{}",
+            slow.len(),
+            slow.join("\n")
+        );
+    }
     if new.is_empty() {
         Ok(())
     } else {
@@ -119,6 +128,13 @@ pub fn check(corpus: &str, outcomes: &Outcomes) -> Result<(), String> {
             new.join("\n")
         ))
     }
+}
+
+/// Whether a failure is a statement that ran out of time (57014, or no reply).
+fn is_timeout(failure: &str) -> bool {
+    failure.contains("57014")
+        || failure.contains("no reply within")
+        || failure.contains("no answer within")
 }
 
 /// `text` on one line, at most `max_chars` long.
