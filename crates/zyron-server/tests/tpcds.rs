@@ -345,12 +345,13 @@ async fn run() {
         let mut outcomes = Vec::new();
         for query in &data.queries {
             let (verdict, elapsed) = judge(&client, query, client_limit).await;
-            let verdict = verdict.unwrap_or_else(|| {
-                Verdict::Fail(format!("no reply within {} s", client_limit.as_secs()))
-            });
-            if elapsed >= client_limit {
-                client = connect().await;
-            }
+            let verdict = match verdict {
+                Some(verdict) => verdict,
+                None => {
+                    client = connect().await;
+                    Verdict::Fail(format!("no reply within {} s", client_limit.as_secs()))
+                }
+            };
             println!(
                 "tpcds: {} {} {:.2} s {}",
                 shape.name(),
