@@ -25,15 +25,24 @@ def text(v):
     return str(v)
 for line in sys.stdin:
     req = json.loads(line)
+    head = req.get("head")
     try:
         times = []
         rows = []
         for _ in range(req.get("repeat", 1)):
             t0 = time.perf_counter()
-            cur = con.execute(req["sql"])
-            rows = cur.fetchall() if cur.description else []
+            if head is None:
+                cur = con.execute(req["sql"])
+                rows = cur.fetchall() if cur.description else []
+            else:
+                rel = con.sql(req["sql"])
+                table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
             times.append((time.perf_counter() - t0) * 1000.0)
-        out = {"ok": True, "times_ms": times, "rows": [[text(v) for v in r] for r in rows]}
+        if head is None:
+            out = {"ok": True, "times_ms": times, "rows": [[text(v) for v in r] for r in rows]}
+        else:
+            first = [[text(v) for v in r.values()] for r in table.slice(0, head).to_pylist()]
+            out = {"ok": True, "times_ms": times, "rows": first, "row_count": table.num_rows}
     except Exception as e:
         out = {"ok": False, "error": str(e)}
     reply.write(json.dumps(out) + "\n")
@@ -56,6 +65,9 @@ pub struct DuckDb {
 pub struct Reply {
     pub times_ms: Vec<f64>,
     pub rows: Vec<Vec<Option<String>>>,
+    /// How many rows the result had, when only its head was returned.
+    #[serde(default)]
+    pub row_count: Option<u64>,
 }
 
 impl DuckDb {
@@ -75,6 +87,16 @@ impl DuckDb {
         let reply = self
             .worker
             .request(&json!({"sql": sql, "repeat": repeat.max(1)}))?;
+        serde_json::from_value(reply).map_err(|e| format!("duckdb reply: {e}"))
+    }
+
+    /// Runs `sql` `repeat` times, each time fetching the whole result as an Arrow table (no
+    /// Python object per value, so a large result costs what materialising it costs); returns
+    /// the first `head` rows of the last run and, in `row_count`, how many rows it had.
+    pub fn run_columnar(&mut self, sql: &str, repeat: usize, head: usize) -> Result<Reply, String> {
+        let reply = self
+            .worker
+            .request(&json!({"sql": sql, "repeat": repeat.max(1), "head": head}))?;
         serde_json::from_value(reply).map_err(|e| format!("duckdb reply: {e}"))
     }
 }

@@ -14,23 +14,10 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 use zyron_bench::duckdb::{DuckDb, same_rows};
-use zyron_bench::{Metric, Samples, SuiteRun, workspace_root};
-use zyron_engine::datafusion::dataframe::DataFrameWriteOptions;
-use zyron_engine::datafusion::prelude::SessionContext;
-use zyron_engine::demo::tpch;
+use zyron_bench::{Metric, Samples, SuiteRun};
 use zyron_server::Demo;
 
 type Rows = Vec<Vec<Option<String>>>;
-
-fn queries() -> Vec<(String, String)> {
-    let dir = workspace_root().join("benchmarks/queries/tpch");
-    (1..=22)
-        .map(|q| {
-            let sql = std::fs::read_to_string(dir.join(format!("q{q}.sql"))).expect("query file");
-            (format!("q{q:02}"), sql)
-        })
-        .collect()
-}
 
 async fn run_on_zyron(client: &Client, sql: &str) -> Rows {
     let messages = client
@@ -47,20 +34,8 @@ async fn load_duckdb(
     scale_factor: f64,
     dir: &std::path::Path,
 ) -> Result<(), String> {
-    let ctx = SessionContext::new();
-    tokio::task::block_in_place(|| tpch::load(&ctx, scale_factor, &|_| {}))
-        .map_err(|e| e.to_string())?;
-    for table in tpch::TABLES {
+    for table in common::tpch_data::write_parquet(scale_factor, dir).await? {
         let path = dir.join(format!("{table}.parquet"));
-        let frame = ctx.table(table).await.map_err(|e| e.to_string())?;
-        frame
-            .write_parquet(
-                path.to_str().unwrap(),
-                DataFrameWriteOptions::new().with_single_file_output(true),
-                None,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
         duck.run(
             &format!(
                 "CREATE TABLE {table} AS SELECT * FROM read_parquet('{}')",
@@ -104,7 +79,7 @@ async fn bench() {
     let mut total_ours = 0.0;
     let mut total_peer = 0.0;
     let mut mismatches = Vec::new();
-    for (name, sql) in queries() {
+    for (name, sql) in common::tpch_data::queries() {
         let mut ours = Samples::new();
         let mut theirs = Samples::new();
         let mut our_rows = Rows::new();

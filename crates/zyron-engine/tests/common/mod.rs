@@ -58,3 +58,21 @@ pub async fn error(session: &mut Session, sql: &str) -> zyron_common::ZyronError
         },
     }
 }
+
+/// Rows as the PostgreSQL text format would show them (NULL as `None`), in the order returned.
+pub fn text_rows(batches: &[RecordBatch]) -> Vec<Vec<Option<String>>> {
+    use datafusion::arrow::util::display::array_value_to_string;
+    batches
+        .iter()
+        .flat_map(|batch| {
+            (0..batch.num_rows()).map(move |row| {
+                (0..batch.num_columns())
+                    .map(|column| {
+                        let array = batch.column(column);
+                        (!array.is_null(row)).then(|| array_value_to_string(array, row).unwrap())
+                    })
+                    .collect()
+            })
+        })
+        .collect()
+}

@@ -6,6 +6,8 @@
 pub mod corpus;
 pub mod pgbench;
 pub mod process;
+pub mod tpcds_data;
+pub mod tpch_data;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
