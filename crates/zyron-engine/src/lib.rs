@@ -48,6 +48,7 @@ mod set_operations;
 mod settings;
 mod statement;
 mod subquery;
+mod using_joins;
 pub mod zyr;
 
 pub use datafusion;

@@ -32,6 +32,12 @@ pub fn name_columns(statement: &mut Statement) {
     let _ = statement.visit(&mut NameColumns);
 }
 
+/// A name for the column at `position` that DataFusion keeps apart from other
+/// columns called `name`, and that the client sees as `name`.
+pub fn repeated_name(name: &str, position: usize) -> String {
+    format!("{name}{REPEAT_MARK}{position}")
+}
+
 /// The name a client sees for a column DataFusion calls `name`.
 pub fn client_name(name: &str) -> &str {
     name.split_once(REPEAT_MARK).map_or(name, |(name, _)| name)
@@ -99,7 +105,7 @@ fn name_select_list(items: &mut [SelectItem]) {
         let unique = if taken.insert(name.clone()) && !hidden {
             name
         } else {
-            format!("{name}{REPEAT_MARK}{position}")
+            repeated_name(&name, position)
         };
         // A column reference keeps DataFusion's own (qualified) name where it is unique.
         if aliased || !plain_column || client_name(&unique) != unique {

@@ -362,7 +362,6 @@ fn compatibility_rewrite(mut statement: ast::Statement) -> ast::Statement {
     static RULES: OnceLock<Vec<Box<dyn SqlStatementRewriteRule>>> = OnceLock::new();
     let rules = RULES.get_or_init(|| {
         vec![
-            Box::new(rules::AliasDuplicatedProjectionRewrite),
             Box::new(rules::ResolveUnqualifiedIdentifier),
             Box::new(rules::PrependUnqualifiedPgTableName),
             Box::new(rules::StripCallableQualifier),
@@ -437,6 +436,7 @@ pub async fn plan_statement(
     mut statement: DfStatement,
 ) -> Result<LogicalPlan> {
     if let DfStatement::Statement(inner) = &mut statement {
+        crate::using_joins::merge_join_columns(state, inner).await;
         crate::integer_arithmetic::type_integer_literals(inner);
     }
     state

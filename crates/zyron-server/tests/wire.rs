@@ -245,6 +245,30 @@ async fn result_columns_have_postgresql_names_even_when_repeated() {
             .unwrap(),
     );
     assert_eq!(rows, vec![vec![Some("1".to_owned())]]);
+
+    // A USING join lists its merged column first, once; a column named beside
+    // `*` keeps its name (it was `__alias_k`).
+    client
+        .batch_execute(
+            "CREATE TABLE left_side (v text, k int); CREATE TABLE right_side (k int, w int)",
+        )
+        .await
+        .unwrap();
+    for (query, expected) in [
+        (
+            "SELECT * FROM left_side FULL JOIN right_side USING (k)",
+            &["k", "v", "w"][..],
+        ),
+        ("SELECT *, k FROM kv", &["k", "v", "k"][..]),
+        (
+            "SELECT *, k FROM left_side RIGHT JOIN right_side USING (k)",
+            &["k", "v", "w", "k"][..],
+        ),
+    ] {
+        let prepared = client.prepare(query).await.unwrap();
+        let names: Vec<&str> = prepared.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(names, expected, "{query}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
