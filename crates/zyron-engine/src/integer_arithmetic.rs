@@ -9,7 +9,8 @@
 //! of arithmetic and fits in 32 bits becomes an `integer`
 //! ([`type_integer_literals`]); after type coercion, integer `+`, `-` and `*`
 //! become calls of checked functions ([`CheckedIntegerArithmetic`]), which the
-//! constant folder and the executor both run.
+//! constant folder and the executor both run. The same rule checks float
+//! arithmetic (`float_arithmetic`).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -186,17 +187,23 @@ fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else {
         return Ok(Transformed::no(expr));
     };
-    let Some(kind) = ArithmeticKind::of(*op) else {
+    let (Ok(left_type), Ok(right_type)) = (left.get_type(schema), right.get_type(schema)) else {
         return Ok(Transformed::no(expr));
     };
-    let (Ok(left_type), Ok(right_type)) = (left.get_type(schema), right.get_type(schema)) else {
+    let operands = || vec![left.as_ref().clone(), right.as_ref().clone()];
+    if left_type == right_type
+        && crate::float_arithmetic::is_float(&left_type)
+        && let Some(checked) = crate::float_arithmetic::checked(*op)
+    {
+        return Ok(Transformed::yes(checked.call(operands())));
+    }
+    let Some(kind) = ArithmeticKind::of(*op) else {
         return Ok(Transformed::no(expr));
     };
     if left_type != right_type || integer_range_name(&left_type).is_none() {
         return Ok(Transformed::no(expr));
     }
-    let call = checked_function(kind).call(vec![left.as_ref().clone(), right.as_ref().clone()]);
-    Ok(Transformed::yes(call))
+    Ok(Transformed::yes(checked_function(kind).call(operands())))
 }
 
 /// `sum` of BIGINT values, in an aggregate or a window, as [`crate::checked_sum`].

@@ -32,6 +32,7 @@ pub mod demo;
 mod engine;
 mod errors;
 pub mod external;
+mod float_arithmetic;
 mod float_to_integer;
 mod function_columns;
 pub mod heap;

@@ -86,6 +86,14 @@ fn encode_batch(
     fields: Arc<Vec<FieldInfo>>,
     batch: RecordBatch,
 ) -> Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> {
+    let batch = match crate::float_text::floats_as_text(batch, &fields) {
+        Ok(batch) => batch,
+        Err(e) => {
+            return Box::new(std::iter::once(Err(to_pgwire_error(ZyronError::internal(
+                format!("could not encode floats as text: {e}"),
+            )))));
+        }
+    };
     let encoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
         encode_recordbatch(fields, batch).collect::<Vec<_>>()
     }));

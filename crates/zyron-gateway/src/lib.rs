@@ -13,6 +13,7 @@ mod busy_poll;
 mod colocate;
 mod deferred_flush;
 mod encode;
+mod float_text;
 mod handler;
 mod params;
 mod server;
