@@ -4,8 +4,9 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
-use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
+use datafusion::sql::parser::{CopyToSource, DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::{self, Expr, ObjectName, Set, Value};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -435,14 +436,36 @@ pub async fn plan_statement(
     state: &datafusion::execution::session_state::SessionState,
     mut statement: DfStatement,
 ) -> Result<LogicalPlan> {
-    if let DfStatement::Statement(inner) = &mut statement {
-        crate::using_joins::merge_join_columns(state, inner).await;
-        crate::integer_arithmetic::type_integer_literals(inner);
-    }
+    prepare_for_planning(state, &mut statement).await;
     state
         .statement_to_plan(statement)
         .await
         .map_err(to_zyron_error)
+}
+
+/// The rewrites that make DataFusion plan `statement` as PostgreSQL would,
+/// also where it is the statement an EXPLAIN or a COPY reads.
+async fn prepare_for_planning(state: &SessionState, statement: &mut DfStatement) {
+    match statement {
+        DfStatement::Statement(inner) => {
+            crate::using_joins::merge_join_columns(state, inner).await;
+            crate::integer_arithmetic::type_integer_literals(inner);
+        }
+        DfStatement::Explain(explain) => {
+            Box::pin(prepare_for_planning(state, &mut explain.statement)).await
+        }
+        DfStatement::CopyTo(copy) => {
+            if let CopyToSource::Query(query) = &mut copy.source {
+                let mut inner = ast::Statement::Query(query.clone());
+                crate::using_joins::merge_join_columns(state, &mut inner).await;
+                crate::integer_arithmetic::type_integer_literals(&mut inner);
+                if let ast::Statement::Query(rewritten) = inner {
+                    *query = rewritten;
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Classifies a plain SQL statement, named the way PostgreSQL names things.

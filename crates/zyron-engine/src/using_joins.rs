@@ -10,6 +10,9 @@
 //! rewritten in those terms: an unqualified join column becomes its merged
 //! expression, and `*` the column list PostgreSQL would give.
 //!
+//! The same pass gives `count(t.*)` PostgreSQL's meaning, the rows where `t`
+//! has a row (DataFusion counted every row, also those an outer join padded).
+//!
 //! The rewrite needs every column of each side, so it applies where the sides
 //! are tables (their schemas are looked up first), subqueries whose select
 //! lists name every column, or nested joins of those; elsewhere DataFusion's
@@ -30,7 +33,8 @@ use datafusion::sql::sqlparser::ast::{
 /// Column names of the tables a statement reads, by reference.
 type TableColumns = HashMap<TableReference, Vec<String>>;
 
-/// Rewrites every select of `statement` that joins with `USING` or `NATURAL`.
+/// Rewrites every select of `statement` that joins with `USING` or `NATURAL`
+/// or counts whole rows (`count(t.*)`).
 pub async fn merge_join_columns(state: &SessionState, statement: &mut ast::Statement) {
     if !has_using_join(statement) {
         return;
@@ -57,6 +61,13 @@ fn has_using_join(statement: &ast::Statement) -> bool {
     let mut found = FindUsingJoin(false);
     let _ = ast::Visit::visit(statement, &mut found);
     found.0
+        || ast::visit_expressions(statement, |expr| match expr {
+            Expr::Function(function) if counted_relation(function).is_some() => {
+                ControlFlow::Break(())
+            }
+            _ => ControlFlow::Continue(()),
+        })
+        .is_break()
 }
 
 struct FindUsingJoin(bool);
@@ -65,13 +76,21 @@ impl ast::Visitor for FindUsingJoin {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-        if let SetExpr::Select(select) = query.body.as_ref()
-            && select.from.iter().any(merges_columns)
-        {
+        if branch_merges_columns(&query.body) {
             self.0 = true;
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+}
+
+fn branch_merges_columns(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::Select(select) => select.from.iter().any(merges_columns),
+        SetExpr::SetOperation { left, right, .. } => {
+            branch_merges_columns(left) || branch_merges_columns(right)
+        }
+        _ => false,
     }
 }
 
@@ -172,19 +191,36 @@ impl VisitorMut for MergeJoinColumns<'_> {
 
     fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         let Query { body, order_by, .. } = query;
-        if let SetExpr::Select(select) = body.as_mut() {
-            let order_by = order_by.as_mut().and_then(|o| match &mut o.kind {
-                OrderByKind::Expressions(exprs) => Some(exprs),
-                OrderByKind::All(_) => None,
-            });
-            self.rewrite(select, order_by);
+        match body.as_mut() {
+            SetExpr::Select(select) => {
+                let order_by = order_by.as_mut().and_then(|o| match &mut o.kind {
+                    OrderByKind::Expressions(exprs) => Some(exprs),
+                    OrderByKind::All(_) => None,
+                });
+                self.rewrite(select, order_by);
+            }
+            // ORDER BY of a set operation reads its output columns.
+            body => self.rewrite_branches(body),
         }
         ControlFlow::Continue(())
     }
 }
 
 impl MergeJoinColumns<'_> {
-    fn rewrite(&self, select: &mut Select, order_by: Option<&mut Vec<ast::OrderByExpr>>) {
+    /// The selects of a set operation that are not queries of their own.
+    fn rewrite_branches(&self, body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => self.rewrite(select, None),
+            SetExpr::SetOperation { left, right, .. } => {
+                self.rewrite_branches(left);
+                self.rewrite_branches(right);
+            }
+            _ => {}
+        }
+    }
+
+    fn rewrite(&self, select: &mut Select, mut order_by: Option<&mut Vec<ast::OrderByExpr>>) {
+        self.count_whole_rows(select, order_by.as_deref_mut());
         let [from] = select.from.as_slice() else {
             return;
         };
@@ -203,14 +239,7 @@ impl MergeJoinColumns<'_> {
             .map(|c| (c.name.clone(), c.expr.clone()))
             .collect();
         expand_wildcard(&mut select.projection, &columns);
-        let aliases: HashSet<String> = select
-            .projection
-            .iter()
-            .filter_map(|item| match item {
-                SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
-                _ => None,
-            })
-            .collect();
+        let outputs: HashSet<String> = select.projection.iter().filter_map(output_name).collect();
         for item in &mut select.projection {
             match item {
                 SelectItem::UnnamedExpr(Expr::Identifier(ident)) => {
@@ -236,14 +265,75 @@ impl MergeJoinColumns<'_> {
                 .iter_mut()
                 .for_each(|e| replace_references(e, &merged));
         }
-        // ORDER BY a name the select list gives reads that output column.
-        let inputs: HashMap<String, Expr> = merged
-            .into_iter()
-            .filter(|(name, _)| !aliases.contains(name))
-            .collect();
+        // A bare name in ORDER BY reads the output column of that name first.
         for order in order_by.into_iter().flatten() {
-            replace_references(&mut order.expr, &inputs);
+            let output =
+                matches!(&order.expr, Expr::Identifier(i) if outputs.contains(&normalized(i)));
+            if !output {
+                replace_references(&mut order.expr, &merged);
+            }
         }
+    }
+
+    /// `count(t.*)` counts the rows where `t` has a row, which over the
+    /// nullable side of an outer join is not every row; DataFusion counts
+    /// them all. It becomes `count(*) FILTER (WHERE t has a value)`, which
+    /// misses only a row of `t` whose every column is NULL.
+    fn count_whole_rows(&self, select: &mut Select, order_by: Option<&mut Vec<ast::OrderByExpr>>) {
+        let mut counts = CountWholeRows {
+            relations: self,
+            from: &select.from,
+            subquery_depth: 0,
+        };
+        let mut targets: Vec<&mut Expr> = Vec::new();
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } = item {
+                targets.push(expr);
+            }
+        }
+        targets.extend(select.having.as_mut());
+        targets.extend(order_by.into_iter().flatten().map(|o| &mut o.expr));
+        for expr in targets {
+            let _ = expr.visit(&mut counts);
+        }
+    }
+
+    /// The columns of the FROM item called `name` in `from`, at any depth.
+    fn relation_columns(&self, from: &[TableWithJoins], name: &str) -> Option<Vec<Column>> {
+        let named = |factor: &TableFactor| match factor {
+            TableFactor::Table { alias: Some(a), .. }
+            | TableFactor::Derived { alias: Some(a), .. }
+            | TableFactor::NestedJoin { alias: Some(a), .. } => normalized(&a.name) == name,
+            TableFactor::Table {
+                name: table,
+                alias: None,
+                ..
+            } => table
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| normalized(i) == name),
+            _ => false,
+        };
+        for tables in from {
+            let factors =
+                std::iter::once(&tables.relation).chain(tables.joins.iter().map(|j| &j.relation));
+            for factor in factors {
+                if named(factor) {
+                    return self.factor_columns(&mut factor.clone());
+                }
+                if let TableFactor::NestedJoin {
+                    table_with_joins,
+                    alias: None,
+                } = factor
+                    && let Some(columns) =
+                        self.relation_columns(std::slice::from_ref(table_with_joins), name)
+                {
+                    return Some(columns);
+                }
+            }
+        }
+        None
     }
 
     /// The columns a join tree yields, in PostgreSQL's order; `None` where a
@@ -256,6 +346,7 @@ impl MergeJoinColumns<'_> {
             let right = self.factor_columns(&mut join.relation)?;
             let names: Vec<String> = match using_names(&join.join_operator) {
                 None => {
+                    read_merged_in_condition(&mut join.join_operator, &columns, &right);
                     columns.extend(right);
                     continue;
                 }
@@ -270,7 +361,10 @@ impl MergeJoinColumns<'_> {
                     .collect(),
             };
             let (merged, keys) = merge(columns, right, &names, merge_of(&join.join_operator))?;
-            if keys.iter().any(|(l, r)| !is_column(l) || !is_column(r)) {
+            // DataFusion joins USING on the first column of each name it finds
+            // on each side, which a merged column is not.
+            if keys.iter().any(|(l, r)| l.merged || r.merged) {
+                let keys = keys.into_iter().map(|(l, r)| (l.expr, r.expr)).collect();
                 join_on(&mut join.join_operator, keys);
             }
             columns = merged;
@@ -290,7 +384,7 @@ impl MergeJoinColumns<'_> {
                 if self.ctes.contains(&reference) {
                     return None;
                 }
-                let names = self.tables.get(&reference)?.clone();
+                let names = plain(self.tables.get(&reference)?.clone());
                 let qualifier = match alias {
                     Some(alias) => vec![alias.name.clone()],
                     None => name
@@ -318,7 +412,7 @@ impl MergeJoinColumns<'_> {
                 match alias {
                     None => Some(columns),
                     Some(alias) => {
-                        let names = columns.into_iter().map(|c| c.name).collect();
+                        let names = plain(columns.into_iter().map(|c| c.name).collect());
                         qualified(
                             std::slice::from_ref(&alias.name),
                             renamed(names, Some(alias))?,
@@ -354,8 +448,18 @@ fn join_on(operator: &mut JoinOperator, keys: Vec<(Expr, Expr)>) {
     }
 }
 
-fn is_column(expr: &Expr) -> bool {
-    matches!(expr, Expr::CompoundIdentifier(_))
+/// An `ON` condition's unqualified references to a column merged on the left,
+/// which the right side does not also have, read the merged value.
+fn read_merged_in_condition(operator: &mut JoinOperator, left: &[Column], right: &[Column]) {
+    let Some(JoinConstraint::On(condition)) = constraint_mut(operator) else {
+        return;
+    };
+    let merged: HashMap<String, Expr> = left
+        .iter()
+        .filter(|c| c.merged && !right.iter().any(|r| r.name == c.name))
+        .map(|c| (c.name.clone(), c.expr.clone()))
+        .collect();
+    replace_references(condition, &merged);
 }
 
 /// `left` joined with `right` on `names`: the merged columns first, then the
@@ -366,7 +470,7 @@ fn merge(
     right: Vec<Column>,
     names: &[String],
     how: Merge,
-) -> Option<(Vec<Column>, Vec<(Expr, Expr)>)> {
+) -> Option<(Vec<Column>, Vec<(Column, Column)>)> {
     let find = |side: &[Column], name: &str| {
         let mut found = side.iter().filter(|c| c.name == name);
         let first = found.next()?.clone();
@@ -376,7 +480,7 @@ fn merge(
     let mut keys = Vec::with_capacity(names.len());
     for name in names {
         let (l, r) = (find(&left, name)?, find(&right, name)?);
-        keys.push((l.expr.clone(), r.expr.clone()));
+        keys.push((l.clone(), r.clone()));
         let expr = match how {
             Merge::Left => l.expr,
             Merge::Right => r.expr,
@@ -412,14 +516,15 @@ fn coalesce(left: Expr, right: Expr) -> Expr {
     })
 }
 
-/// `names` as columns of the relation called `qualifier`.
-fn qualified(qualifier: &[Ident], names: Vec<String>) -> Option<Vec<Column>> {
+/// `names` (as the client sees them, and as DataFusion has them) as columns
+/// of the relation called `qualifier`.
+fn qualified(qualifier: &[Ident], names: Vec<(String, String)>) -> Option<Vec<Column>> {
     Some(
         names
             .into_iter()
-            .map(|name| {
+            .map(|(name, real)| {
                 let mut parts = qualifier.to_vec();
-                parts.push(Ident::with_quote('"', &name));
+                parts.push(Ident::with_quote('"', real));
                 Column {
                     name,
                     expr: Expr::CompoundIdentifier(parts),
@@ -431,36 +536,62 @@ fn qualified(qualifier: &[Ident], names: Vec<String>) -> Option<Vec<Column>> {
 }
 
 /// `names` after the alias's column list (`AS t(a, b)`), which renames the first ones.
-fn renamed(mut names: Vec<String>, alias: Option<&ast::TableAlias>) -> Option<Vec<String>> {
+fn renamed(
+    mut names: Vec<(String, String)>,
+    alias: Option<&ast::TableAlias>,
+) -> Option<Vec<(String, String)>> {
     let renames = alias.map_or(&[][..], |a| a.columns.as_slice());
     if renames.len() > names.len() {
         return None;
     }
     for (name, rename) in names.iter_mut().zip(renames) {
-        *name = normalized(&rename.name);
+        let renamed = normalized(&rename.name);
+        *name = (renamed.clone(), renamed);
     }
     Some(names)
 }
 
-/// The column names of a subquery whose select list names every column.
-fn output_names(query: &Query) -> Option<Vec<String>> {
-    let SetExpr::Select(select) = query.body.as_ref() else {
-        return None;
+/// Names a table's columns have both for the client and in DataFusion.
+fn plain(names: Vec<String>) -> Vec<(String, String)> {
+    names.into_iter().map(|n| (n.clone(), n)).collect()
+}
+
+/// The column names of a subquery whose select list names every column: as
+/// the client sees them, and as DataFusion has them (a repeat keeps a hidden
+/// suffix, see `output_names`).
+fn output_names(query: &Query) -> Option<Vec<(String, String)>> {
+    let select = match query.body.as_ref() {
+        SetExpr::Select(select) => select,
+        SetExpr::Values(values) => {
+            let width = values.rows.first()?.len();
+            return Some(plain((1..=width).map(|n| format!("column{n}")).collect()));
+        }
+        _ => return None,
     };
     select
         .projection
         .iter()
-        .map(|item| match item {
-            SelectItem::ExprWithAlias { alias, .. } => {
-                Some(crate::output_names::client_name(&normalized(alias)).to_owned())
-            }
-            SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(normalized(ident)),
-            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
-                parts.last().map(normalized)
-            }
-            _ => None,
+        .map(|item| {
+            let client = output_name(item)?;
+            let real = match item {
+                SelectItem::ExprWithAlias { alias, .. } => normalized(alias),
+                _ => client.clone(),
+            };
+            Some((client, real))
         })
         .collect()
+}
+
+/// The name a select item gives its column, as the client sees it.
+fn output_name(item: &SelectItem) -> Option<String> {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => {
+            Some(crate::output_names::client_name(&normalized(alias)).to_owned())
+        }
+        SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(normalized(ident)),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(normalized),
+        _ => None,
+    }
 }
 
 /// Replaces an unqualified `*` by the join's columns in PostgreSQL's order.
@@ -481,6 +612,7 @@ fn expand_wildcard(projection: &mut Vec<SelectItem>, columns: &[Column]) {
     // A merged column is named by its alias, the others by their relation
     // (`j1.t` and `j2.t` may both be there); a merged name that another column
     // also has is hidden as a repeat, since DataFusion refuses `t` beside `x.t`.
+    let beside: Vec<String> = projection.iter().filter_map(output_name).collect();
     let listed: Vec<SelectItem> = columns
         .iter()
         .enumerate()
@@ -488,10 +620,12 @@ fn expand_wildcard(projection: &mut Vec<SelectItem>, columns: &[Column]) {
             if !c.merged {
                 return SelectItem::UnnamedExpr(c.expr.clone());
             }
-            let repeated = columns.iter().filter(|o| o.name == c.name).count() > 1;
+            let repeated =
+                columns.iter().filter(|o| o.name == c.name).count() > 1 || beside.contains(&c.name);
+            // Numbered apart from the select list's own repeats (`output_names`).
             let alias = match repeated {
                 false => c.name.clone(),
-                true => crate::output_names::repeated_name(&c.name, position),
+                true => crate::output_names::repeated_name(&c.name, position) + "u",
             };
             SelectItem::ExprWithAlias {
                 expr: c.expr.clone(),
@@ -548,6 +682,83 @@ impl VisitorMut for ReplaceReferences<'_> {
             *expr = merged.clone();
         }
         ControlFlow::Continue(())
+    }
+}
+
+struct CountWholeRows<'a, 'b> {
+    relations: &'a MergeJoinColumns<'b>,
+    from: &'a [TableWithJoins],
+    subquery_depth: usize,
+}
+
+impl VisitorMut for CountWholeRows<'_, '_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.subquery_depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.subquery_depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if self.subquery_depth > 0 {
+            return ControlFlow::Continue(());
+        }
+        let Expr::Function(function) = expr else {
+            return ControlFlow::Continue(());
+        };
+        let Some(relation) = counted_relation(function) else {
+            return ControlFlow::Continue(());
+        };
+        let Some(columns) = self.relations.relation_columns(self.from, &relation) else {
+            return ControlFlow::Continue(());
+        };
+        let has_value = columns
+            .into_iter()
+            .map(|c| Expr::IsNotNull(Box::new(c.expr)))
+            .reduce(|a, b| Expr::BinaryOp {
+                left: Box::new(a),
+                op: ast::BinaryOperator::Or,
+                right: Box::new(b),
+            });
+        let Some(has_value) = has_value else {
+            return ControlFlow::Continue(());
+        };
+        if let FunctionArguments::List(list) = &mut function.args {
+            list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Wildcard)];
+        }
+        function.filter = Some(Box::new(match function.filter.take() {
+            Some(filter) => Expr::BinaryOp {
+                left: Box::new(Expr::Nested(filter)),
+                op: ast::BinaryOperator::And,
+                right: Box::new(Expr::Nested(Box::new(has_value))),
+            },
+            None => has_value,
+        }));
+        ControlFlow::Continue(())
+    }
+}
+
+/// `t` in `count(t.*)` (not `count(DISTINCT t.*)`, not a window).
+fn counted_relation(function: &Function) -> Option<String> {
+    let name = function.name.0.last()?.as_ident()?;
+    if normalized(name) != "count" || function.name.0.len() != 1 || function.over.is_some() {
+        return None;
+    }
+    let FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::QualifiedWildcard(relation))]
+            if list.duplicate_treatment.is_none() =>
+        {
+            relation.0.last()?.as_ident().map(normalized)
+        }
+        _ => None,
     }
 }
 

@@ -25,8 +25,6 @@ use tokio_postgres::Client;
 use zyron_bench::Scale;
 use zyron_bench::duckdb::same_rows;
 
-type Rows = Vec<Vec<Option<String>>>;
-
 /// The ways Zyron holds the tables, each answering all 99 queries.
 const SHAPES: [Shape; 3] = [Shape::Parquet, Shape::Heap, Shape::Lake];
 

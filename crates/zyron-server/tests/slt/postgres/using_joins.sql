@@ -71,3 +71,56 @@ SELECT uj2.i, uj1.t FROM uj1 FULL JOIN uj2 USING (i)
 # *, name beside a plain join: PostgreSQL lets the names repeat.
 SELECT *, t FROM uj3 ORDER BY i
 ;;
+# A join on a column a right join merged compares the right side's value.
+CREATE TABLE uk_a (k int)
+;;
+CREATE TABLE uk_b (k int, b text)
+;;
+CREATE TABLE uk_c (k int, c text)
+;;
+INSERT INTO uk_a VALUES (1)
+;;
+INSERT INTO uk_b VALUES (1, 'b1'), (2, 'b2')
+;;
+INSERT INTO uk_c VALUES (2, 'c2')
+;;
+SELECT * FROM uk_a RIGHT JOIN uk_b USING (k) JOIN uk_c USING (k)
+;;
+SELECT * FROM uk_a NATURAL RIGHT JOIN uk_b NATURAL JOIN uk_c
+;;
+SELECT * FROM uk_c JOIN (uk_a RIGHT JOIN uk_b USING (k)) USING (k)
+;;
+# A later join's ON condition reads the merged column.
+-- rowsort
+SELECT * FROM uk_a FULL JOIN uk_b USING (k) JOIN (VALUES (2), (3)) v(m) ON m = k
+;;
+# Subquery columns named after a cast, and repeated names.
+-- rowsort
+SELECT * FROM uj2 JOIN (SELECT i, j::bigint FROM uj1) s USING (i)
+;;
+-- rowsort
+SELECT * FROM uj2 JOIN (SELECT i, 1 AS y, 2 AS y FROM uj1) s USING (i)
+;;
+# ORDER BY a bare name reads the output column of that name.
+SELECT DISTINCT i FROM uj1 FULL JOIN uj2 USING (i) ORDER BY i
+;;
+SELECT uj2.i FROM uj1 FULL JOIN uj2 USING (i) ORDER BY i
+;;
+-- rowsort
+SELECT *, 1 AS i FROM uj1 JOIN uj2 USING (i)
+;;
+# Each branch of a set operation.
+-- rowsort
+SELECT * FROM uj1 FULL JOIN uj2 USING (i) UNION ALL SELECT * FROM uj1 FULL JOIN uj2 USING (i)
+;;
+-- rowsort
+(SELECT * FROM uj1 JOIN uj2 USING (i)) UNION ALL SELECT * FROM uj1 JOIN uj2 USING (i)
+;;
+# count(t.*) counts the rows where t has a row: not those a left join padded.
+SELECT a.k, count(b.*), count(*) FROM uk_b a LEFT JOIN uk_c b ON a.k = b.k GROUP BY a.k ORDER BY a.k
+;;
+SELECT count(c.*) FILTER (WHERE a.k > 1) FROM uk_b a LEFT JOIN uk_c c USING (k)
+;;
+-- rowsort
+SELECT uj1.t, count(x.*) FROM uj1 LEFT JOIN (SELECT i, k AS kk FROM uj2) x ON x.i = uj1.i GROUP BY uj1.t
+;;
