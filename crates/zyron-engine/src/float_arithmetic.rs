@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float32Type, Float64Type};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
 use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{
@@ -172,20 +172,18 @@ impl ScalarUDFImpl for CheckedFloat {
         }
     }
 
-    /// Named as the operator it replaces, so that schemas above stay as planned.
     fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(format!(
-            "{} {} {}",
-            args[0].schema_name(),
+        Ok(crate::integer_arithmetic::operator_name(
+            args,
             self.op.symbol(),
-            args[1].schema_name()
         ))
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
-        let data_type = args.arg_fields[0].data_type().clone();
-        Ok(Arc::new(Field::new(self.name(), data_type, nullable)))
+        Ok(crate::integer_arithmetic::operator_field(
+            self.name(),
+            &args,
+        ))
     }
 
     fn signature(&self) -> &Signature {

@@ -316,22 +316,12 @@ impl ScalarUDFImpl for CheckedArithmetic {
         self.kind.name()
     }
 
-    /// Named as the operator it replaces (`t.a + Int32(1)`), so every schema above
-    /// the rewritten expression stays as DataFusion planned it.
     fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
-        Ok(format!(
-            "{} {} {}",
-            args[0].schema_name(),
-            self.kind.symbol(),
-            args[1].schema_name()
-        ))
+        Ok(operator_name(args, self.kind.symbol()))
     }
 
-    /// Nullable where the operator's result is: if either operand is.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
-        let data_type = args.arg_fields[0].data_type().clone();
-        Ok(Arc::new(Field::new(self.name(), data_type, nullable)))
+        Ok(operator_field(self.name(), &args))
     }
 
     fn signature(&self) -> &Signature {
@@ -441,6 +431,25 @@ impl ScalarUDFImpl for CheckedNegation {
             ColumnarValue::Array(_) => ColumnarValue::Array(negated),
         })
     }
+}
+
+/// A checked operator function's name: the operator's it replaces (`t.a +
+/// Int32(1)`), so every schema above the rewritten expression stays as
+/// DataFusion planned it.
+pub(crate) fn operator_name(args: &[Expr], symbol: &str) -> String {
+    format!(
+        "{} {symbol} {}",
+        args[0].schema_name(),
+        args[1].schema_name()
+    )
+}
+
+/// A checked operator function's result: its operands' type, nullable where
+/// the operator's result is (if either operand is).
+pub(crate) fn operator_field(name: &str, args: &ReturnFieldArgs) -> FieldRef {
+    let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
+    let data_type = args.arg_fields[0].data_type().clone();
+    Arc::new(Field::new(name, data_type, nullable))
 }
 
 fn datum(value: &ColumnarValue) -> DfResult<Box<dyn Datum>> {

@@ -280,11 +280,7 @@ impl MergeJoinColumns<'_> {
     /// them all. It becomes `count(*) FILTER (WHERE t has a value)`, which
     /// misses only a row of `t` whose every column is NULL.
     fn count_whole_rows(&self, select: &mut Select, order_by: Option<&mut Vec<ast::OrderByExpr>>) {
-        let mut counts = CountWholeRows {
-            relations: self,
-            from: &select.from,
-            subquery_depth: 0,
-        };
+        let from = &select.from;
         let mut targets: Vec<&mut Expr> = Vec::new();
         for item in &mut select.projection {
             if let SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } = item {
@@ -294,7 +290,7 @@ impl MergeJoinColumns<'_> {
         targets.extend(select.having.as_mut());
         targets.extend(order_by.into_iter().flatten().map(|o| &mut o.expr));
         for expr in targets {
-            let _ = expr.visit(&mut counts);
+            for_each_outside_subqueries(expr, |e| self.count_whole_row(e, from));
         }
     }
 
@@ -650,72 +646,57 @@ fn replace_references(expr: &mut Expr, merged: &HashMap<String, Expr>) {
     if merged.is_empty() {
         return;
     }
-    let _ = expr.visit(&mut ReplaceReferences {
-        merged,
-        subquery_depth: 0,
-    });
-}
-
-struct ReplaceReferences<'a> {
-    merged: &'a HashMap<String, Expr>,
-    subquery_depth: usize,
-}
-
-impl VisitorMut for ReplaceReferences<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.subquery_depth += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.subquery_depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if self.subquery_depth == 0
-            && let Expr::Identifier(ident) = expr
-            && let Some(merged) = self.merged.get(&normalized(ident))
+    for_each_outside_subqueries(expr, |expr| {
+        if let Expr::Identifier(ident) = expr
+            && let Some(merged) = merged.get(&normalized(ident))
         {
             *expr = merged.clone();
         }
-        ControlFlow::Continue(())
-    }
+    });
 }
 
-struct CountWholeRows<'a, 'b> {
-    relations: &'a MergeJoinColumns<'b>,
-    from: &'a [TableWithJoins],
-    subquery_depth: usize,
+/// Calls `f` on every expression in `expr` that is not inside a subquery.
+fn for_each_outside_subqueries(expr: &mut Expr, f: impl FnMut(&mut Expr)) {
+    let _ = expr.visit(&mut OutsideSubqueries { f, depth: 0 });
 }
 
-impl VisitorMut for CountWholeRows<'_, '_> {
+struct OutsideSubqueries<F> {
+    f: F,
+    depth: usize,
+}
+
+impl<F: FnMut(&mut Expr)> VisitorMut for OutsideSubqueries<F> {
     type Break = ();
 
     fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.subquery_depth += 1;
+        self.depth += 1;
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.subquery_depth -= 1;
+        self.depth -= 1;
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if self.subquery_depth > 0 {
-            return ControlFlow::Continue(());
+        if self.depth == 0 {
+            (self.f)(expr);
         }
+        ControlFlow::Continue(())
+    }
+}
+
+impl MergeJoinColumns<'_> {
+    /// `count(t.*)` as `count(*) FILTER (WHERE <t has a value>)`.
+    fn count_whole_row(&self, expr: &mut Expr, from: &[TableWithJoins]) {
         let Expr::Function(function) = expr else {
-            return ControlFlow::Continue(());
+            return;
         };
         let Some(relation) = counted_relation(function) else {
-            return ControlFlow::Continue(());
+            return;
         };
-        let Some(columns) = self.relations.relation_columns(self.from, &relation) else {
-            return ControlFlow::Continue(());
+        let Some(columns) = self.relation_columns(from, &relation) else {
+            return;
         };
         let has_value = columns
             .into_iter()
@@ -726,7 +707,7 @@ impl VisitorMut for CountWholeRows<'_, '_> {
                 right: Box::new(b),
             });
         let Some(has_value) = has_value else {
-            return ControlFlow::Continue(());
+            return;
         };
         if let FunctionArguments::List(list) = &mut function.args {
             list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Wildcard)];
@@ -739,7 +720,6 @@ impl VisitorMut for CountWholeRows<'_, '_> {
             },
             None => has_value,
         }));
-        ControlFlow::Continue(())
     }
 }
 
