@@ -72,7 +72,7 @@ impl FloatOp {
 
     /// What PostgreSQL reports for `left op right = result`, if anything.
     fn fault(self, left: f64, right: f64, result: f64) -> Option<Fault> {
-        if self == Self::Divide && right == 0.0 {
+        if self == Self::Divide && right == 0.0 && !left.is_nan() {
             return Some(Fault::DivisionByZero);
         }
         let finite_operands = match self {
@@ -146,19 +146,24 @@ impl CheckedFloat {
         Ok(result)
     }
 
+    /// The first row whose result PostgreSQL refuses. Only a result that is
+    /// infinite, NaN or zero can be one, so the others are passed over first.
     fn first_fault(&self, left: &ArrayRef, right: &ArrayRef, result: &ArrayRef) -> Option<Fault> {
-        let values = |array: &ArrayRef, row: usize| -> f64 {
-            match array.data_type() {
-                DataType::Float32 => array.as_primitive::<Float32Type>().value(row) as f64,
-                _ => array.as_primitive::<Float64Type>().value(row),
-            }
-        };
-        (0..result.len())
-            .filter(|&row| result.is_valid(row))
-            .find_map(|row| {
-                let (l, r) = (values(left, row), values(right, row));
-                self.op.fault(l, r, values(result, row))
-            })
+        let (l, r, out) = (as_f64(left), as_f64(right), as_f64(result));
+        (0..out.len())
+            .filter(|&row| !out[row].is_normal() && result.is_valid(row))
+            .find_map(|row| self.op.fault(l[row], r[row], out[row]))
+    }
+}
+
+/// A float array's values as doubles (nulls included, as whatever they hold).
+fn as_f64(array: &ArrayRef) -> std::borrow::Cow<'_, [f64]> {
+    match array.data_type() {
+        DataType::Float32 => {
+            let values = array.as_primitive::<Float32Type>().values();
+            std::borrow::Cow::Owned(values.iter().map(|v| *v as f64).collect())
+        }
+        _ => std::borrow::Cow::Borrowed(array.as_primitive::<Float64Type>().values()),
     }
 }
 
@@ -198,11 +203,12 @@ impl ScalarUDFImpl for CheckedFloat {
         let [left, right] = &args.args[..] else {
             return internal_err!("{} takes two arguments", self.name());
         };
-        let rows = args.number_rows;
         let all_scalar = matches!(
             (left, right),
             (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
         );
+        // Two scalars make one row, whatever the batch (which may be empty).
+        let rows = if all_scalar { 1 } else { args.number_rows };
         let (left, right) = (left.to_array(rows)?, right.to_array(rows)?);
         let result = self.compute(&left, &right)?;
         if all_scalar {
@@ -243,6 +249,7 @@ mod tests {
             fault(FloatOp::Divide, 0.0, 0.0).as_deref(),
             Some("DivisionByZero")
         );
+        assert_eq!(fault(FloatOp::Divide, f64::NAN, 0.0), None);
         assert_eq!(
             fault(FloatOp::Multiply, 1e-320, 1e-10).as_deref(),
             Some("Underflow")

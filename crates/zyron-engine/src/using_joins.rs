@@ -276,9 +276,9 @@ impl MergeJoinColumns<'_> {
     }
 
     /// `count(t.*)` counts the rows where `t` has a row, which over the
-    /// nullable side of an outer join is not every row; DataFusion counts
-    /// them all. It becomes `count(*) FILTER (WHERE t has a value)`, which
-    /// misses only a row of `t` whose every column is NULL.
+    /// side an outer join pads is not every row; DataFusion counts them all.
+    /// There it becomes `count(*) FILTER (WHERE t has a value)`, which misses
+    /// only a row of `t` whose every column is NULL.
     fn count_whole_rows(&self, select: &mut Select, order_by: Option<&mut Vec<ast::OrderByExpr>>) {
         let from = &select.from;
         let mut targets: Vec<&mut Expr> = Vec::new();
@@ -294,8 +294,15 @@ impl MergeJoinColumns<'_> {
         }
     }
 
-    /// The columns of the FROM item called `name` in `from`, at any depth.
-    fn relation_columns(&self, from: &[TableWithJoins], name: &str) -> Option<Vec<Column>> {
+    /// The columns of the FROM item called `name` in `from`, at any depth,
+    /// if an outer join pads its rows with NULLs (only then can `t.*` be
+    /// NULL); `padded_outside` says the whole of `from` is padded.
+    fn padded_relation_columns(
+        &self,
+        from: &[TableWithJoins],
+        name: &str,
+        padded_outside: bool,
+    ) -> Option<Vec<Column>> {
         let named = |factor: &TableFactor| match factor {
             TableFactor::Table { alias: Some(a), .. }
             | TableFactor::Derived { alias: Some(a), .. }
@@ -312,18 +319,20 @@ impl MergeJoinColumns<'_> {
             _ => false,
         };
         for tables in from {
-            let factors =
-                std::iter::once(&tables.relation).chain(tables.joins.iter().map(|j| &j.relation));
-            for factor in factors {
+            for (factor, padded) in padded_factors(tables) {
+                let padded = padded || padded_outside;
                 if named(factor) {
-                    return self.factor_columns(&mut factor.clone());
+                    return padded.then(|| self.factor_columns(&mut factor.clone()))?;
                 }
                 if let TableFactor::NestedJoin {
                     table_with_joins,
                     alias: None,
                 } = factor
-                    && let Some(columns) =
-                        self.relation_columns(std::slice::from_ref(table_with_joins), name)
+                    && let Some(columns) = self.padded_relation_columns(
+                        std::slice::from_ref(table_with_joins.as_ref()),
+                        name,
+                        padded,
+                    )
                 {
                     return Some(columns);
                 }
@@ -695,7 +704,7 @@ impl MergeJoinColumns<'_> {
         let Some(relation) = counted_relation(function) else {
             return;
         };
-        let Some(columns) = self.relation_columns(from, &relation) else {
+        let Some(columns) = self.padded_relation_columns(from, &relation, false) else {
             return;
         };
         let has_value = columns
@@ -721,6 +730,33 @@ impl MergeJoinColumns<'_> {
             None => has_value,
         }));
     }
+}
+
+/// Each FROM item of a join tree, and whether an outer join pads its rows:
+/// the left-most by a later right or full join, a joined one by its own left
+/// or full join or a later right or full join.
+fn padded_factors(tables: &TableWithJoins) -> Vec<(&TableFactor, bool)> {
+    let pads_left = |join: &ast::Join| {
+        matches!(
+            join.join_operator,
+            JoinOperator::Right(_) | JoinOperator::RightOuter(_) | JoinOperator::FullOuter(_)
+        )
+    };
+    let pads_right = |join: &ast::Join| {
+        matches!(
+            join.join_operator,
+            JoinOperator::Left(_) | JoinOperator::LeftOuter(_) | JoinOperator::FullOuter(_)
+        )
+    };
+    let later_pads_left = |from: usize| tables.joins[from..].iter().any(pads_left);
+    let mut factors = vec![(&tables.relation, later_pads_left(0))];
+    for (index, join) in tables.joins.iter().enumerate() {
+        factors.push((
+            &join.relation,
+            pads_right(join) || later_pads_left(index + 1),
+        ));
+    }
+    factors
 }
 
 /// `t` in `count(t.*)` (not `count(DISTINCT t.*)`, not a window).

@@ -45,3 +45,6 @@ SELECT 'nan'::float8, '-inf'::float8, 'inf'::float8, '-0'::float8, 1000::float8
 ;;
 SELECT 1e10::float4, 1234567::float4, 123456::float4, 0.1::float4
 ;;
+# NaN divided by zero is NaN, not an error.
+SELECT 'nan'::float8 / 0::float8, 'nan'::float4 / 0::float4
+;;

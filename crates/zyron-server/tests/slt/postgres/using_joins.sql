@@ -124,3 +124,12 @@ SELECT count(c.*) FILTER (WHERE a.k > 1) FROM uk_b a LEFT JOIN uk_c c USING (k)
 -- rowsort
 SELECT uj1.t, count(x.*) FROM uj1 LEFT JOIN (SELECT i, k AS kk FROM uj2) x ON x.i = uj1.i GROUP BY uj1.t
 ;;
+# Where no outer join pads t, t.* is never NULL, even for a row of NULLs.
+CREATE TABLE all_null (a int, b text)
+;;
+INSERT INTO all_null VALUES (NULL, NULL), (1, 'x')
+;;
+SELECT count(all_null.*), count(n.*) FROM all_null JOIN all_null n ON true
+;;
+SELECT count(x.*) FROM uk_a RIGHT JOIN uk_b x USING (k)
+;;
