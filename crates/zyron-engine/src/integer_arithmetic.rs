@@ -173,6 +173,17 @@ fn check_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     })
 }
 
+/// `expr` (already type-coerced) with the checks this rule gives a plan's
+/// expressions, for statements that never reach the analyzer (`heap::point`).
+pub(crate) fn check_arithmetic(expr: Expr, schema: &DFSchema) -> DfResult<Expr> {
+    Ok(expr
+        .transform_up(|e| {
+            check_expr(e, schema)?
+                .transform_data(|e| crate::float_to_integer::round_before_cast(e, schema))
+        })?
+        .data)
+}
+
 fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if let Expr::Negative(operand) = &expr {
         let integer = operand

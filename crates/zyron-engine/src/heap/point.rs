@@ -413,10 +413,11 @@ impl Compiler {
         })
     }
 
-    /// Type coercion, then constant folding (`now()` becomes the statement's start time).
+    /// Type coercion, then constant folding (`now()` becomes the statement's start time),
+    /// with arithmetic checked as in planned statements (overflow is 22003).
     fn prepare(&self, expr: Expr, schema: &DFSchema) -> Result<Expr> {
         if needs_no_preparation(&expr, schema) {
-            return Ok(expr);
+            return crate::integer_arithmetic::check_arithmetic(expr, schema);
         }
         self.coerce_and_simplify(expr, schema)
     }
@@ -428,7 +429,9 @@ impl Compiler {
             .with_query_execution_start_time(self.props().query_execution_start_time)
             .build();
         let simplifier = ExprSimplifier::new(context);
-        simplifier.simplify(simplifier.coerce(expr, schema)?)
+        let coerced = simplifier.coerce(expr, schema)?;
+        let checked = crate::integer_arithmetic::check_arithmetic(coerced, schema)?;
+        simplifier.simplify(checked)
     }
 
     /// Prepares and compiles an expression as written (a CHECK constraint).

@@ -48,3 +48,23 @@ SELECT 1e10::float4, 1234567::float4, 123456::float4, 0.1::float4
 # NaN divided by zero is NaN, not an error.
 SELECT 'nan'::float8 / 0::float8, 'nan'::float4 / 0::float4
 ;;
+# Statements that look a row up by its key check their arithmetic too.
+CREATE TABLE fp (id int PRIMARY KEY, f float8, i int, n numeric(6, 2))
+;;
+INSERT INTO fp VALUES (1, 1e300, 2147483647, 2.5), (2, 2, 1, -2.5)
+;;
+-- error
+UPDATE fp SET f = f * 1e10::float8 WHERE id = 1
+;;
+-- error
+UPDATE fp SET i = i + 1 WHERE id = 1
+;;
+-- error
+UPDATE fp SET f = f / 0::float8 WHERE id = 2
+;;
+UPDATE fp SET f = f * 2::float8, i = i + 1 WHERE id = 2
+;;
+SELECT id, f, i, n::int FROM fp WHERE id = 2
+;;
+SELECT id, f, i, n::int FROM fp ORDER BY id
+;;
