@@ -198,13 +198,18 @@ fn check_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else {
         return Ok(Transformed::no(expr));
     };
+    // Typing operands costs: only arithmetic needs it (not comparisons or AND).
+    let float_checked = crate::float_arithmetic::checked(*op);
+    if float_checked.is_none() {
+        return Ok(Transformed::no(expr));
+    }
     let (Ok(left_type), Ok(right_type)) = (left.get_type(schema), right.get_type(schema)) else {
         return Ok(Transformed::no(expr));
     };
     let operands = || vec![left.as_ref().clone(), right.as_ref().clone()];
     if left_type == right_type
         && crate::float_arithmetic::is_float(&left_type)
-        && let Some(checked) = crate::float_arithmetic::checked(*op)
+        && let Some(checked) = float_checked
     {
         return Ok(Transformed::yes(checked.call(operands())));
     }
