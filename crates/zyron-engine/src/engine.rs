@@ -149,6 +149,7 @@ impl Engine {
             .with_default_features()
             .with_optimizer_rules(crate::subquery::optimizer_rules())
             .with_query_planner(Arc::new(crate::subquery::ZyronQueryPlanner))
+            .with_physical_optimizer_rule(Arc::new(crate::short_circuit::ShortCircuit))
             .build();
         state.add_analyzer_rule(Arc::new(
             crate::integer_arithmetic::CheckedIntegerArithmetic,

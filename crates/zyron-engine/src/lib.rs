@@ -47,6 +47,7 @@ mod plan_cache;
 mod session;
 mod set_operations;
 mod settings;
+mod short_circuit;
 mod statement;
 mod subquery;
 mod using_joins;

@@ -1074,7 +1074,10 @@ mod tests {
             assert!(needs_no_preparation(&expr, &schema), "{expr}");
             let in_full = compiler.coerce_and_simplify(expr.clone(), &schema).unwrap();
             let skipping = compiler.prepare(expr.clone(), &schema).unwrap();
-            assert_eq!(skipping, in_full, "skipping preparation of {expr} changed it");
+            assert_eq!(
+                skipping, in_full,
+                "skipping preparation of {expr} changed it"
+            );
         }
         let prepared_in_full = [
             col("aid").eq(lit(5i64)),
