@@ -161,6 +161,8 @@ impl Engine {
             crate::subquery::output_name::NameComparedSubqueryValues,
         ));
         state.add_analyzer_rule(Arc::new(crate::set_operations::MultisetIntersectExcept));
+        state.add_analyzer_rule(Arc::new(crate::in_lists::SpellOutInLists));
+        state.add_analyzer_rule(Arc::new(crate::short_circuit::FilteredAggregateArguments));
         state.add_analyzer_rule(Arc::new(
             crate::subquery::outer_aggregate::RefuseOuterAggregates,
         ));

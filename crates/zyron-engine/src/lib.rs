@@ -36,6 +36,7 @@ mod float_arithmetic;
 mod float_to_integer;
 mod function_columns;
 pub mod heap;
+mod in_lists;
 mod integer_arithmetic;
 pub mod lake;
 mod leaf_exec;

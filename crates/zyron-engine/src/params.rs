@@ -77,9 +77,12 @@ impl Hash for ParamUdf {
     }
 }
 
+/// The name of the function that reads a bound parameter's value.
+pub(crate) const PARAMETER_FUNCTION: &str = "zyron_param";
+
 impl ScalarUDFImpl for ParamUdf {
     fn name(&self) -> &str {
-        "zyron_param"
+        PARAMETER_FUNCTION
     }
 
     fn display_name(&self, _args: &[Expr]) -> Result<String> {

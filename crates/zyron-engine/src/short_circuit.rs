@@ -15,15 +15,19 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::kernels::boolean::{and_kleene, or_kleene};
-use datafusion::arrow::datatypes::{DataType, FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Result, internal_err};
-use datafusion::logical_expr::{ColumnarValue, Operator};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::logical_expr::{
+    Aggregate, Case as LogicalCase, ColumnarValue, Expr, LogicalPlan, Operator,
+};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{
     BinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
 };
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
@@ -87,9 +91,17 @@ impl fmt::Display for LazyLogicExpr {
 }
 
 impl PhysicalExpr for LazyLogicExpr {
+    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
+        Ok(self.left.nullable(input_schema)? || self.right.nullable(input_schema)?)
+    }
+
     fn return_field(&self, input_schema: &Schema) -> Result<FieldRef> {
-        let nullable = self.left.nullable(input_schema)? || self.right.nullable(input_schema)?;
-        Ok(Arc::new(datafusion::arrow::datatypes::Field::new(
+        let nullable = self.nullable(input_schema)?;
+        Ok(Arc::new(Field::new(
             self.to_string(),
             DataType::Boolean,
             nullable,
@@ -106,7 +118,10 @@ impl PhysicalExpr for LazyLogicExpr {
                     (false, false) => Ok(ColumnarValue::Scalar(value)),
                     (true, _) => {
                         let left = value.to_array_of_size(rows)?;
-                        self.combine(left.as_any().downcast_ref().expect("boolean"), batch)
+                        match left.as_any().downcast_ref::<BooleanArray>() {
+                            Some(left) => self.combine(left, batch),
+                            None => internal_err!("{self}: the left side is not boolean"),
+                        }
                     }
                 };
             }
@@ -170,20 +185,39 @@ impl LazyLogicExpr {
 }
 
 /// Whether evaluating `expr` on a row can raise an error: anything but
-/// columns, constants, comparisons, null tests, NOT, LIKE, IN lists and
-/// widening casts of those is assumed to (arithmetic overflows, division by
-/// zero, casts of text, any function).
-fn may_fail(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+/// columns, constants, parameters, comparisons, pattern matches, null tests,
+/// NOT, IN lists and widening casts of those is assumed to (arithmetic
+/// overflows, division by zero, casts of text, any other function). A bad
+/// pattern fails on every row alike, so no condition guards it.
+pub(crate) fn may_fail(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
     let infallible_node = if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
         use Operator::*;
         matches!(
             binary.op(),
-            Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom | And | Or
+            Eq | NotEq
+                | Lt
+                | LtEq
+                | Gt
+                | GtEq
+                | IsDistinctFrom
+                | IsNotDistinctFrom
+                | And
+                | Or
+                | RegexMatch
+                | RegexIMatch
+                | RegexNotMatch
+                | RegexNotIMatch
+                | LikeMatch
+                | ILikeMatch
+                | NotLikeMatch
+                | NotILikeMatch
         )
     } else if let Some(cast) = expr.downcast_ref::<CastExpr>() {
         cast.expr()
             .data_type(schema)
             .is_ok_and(|from| widens(&from, cast.cast_type()))
+    } else if let Some(function) = expr.downcast_ref::<ScalarFunctionExpr>() {
+        function.name() == crate::params::PARAMETER_FUNCTION
     } else {
         expr.downcast_ref::<Column>().is_some()
             || expr.downcast_ref::<Literal>().is_some()
@@ -298,6 +332,21 @@ fn flatten(expr: &Arc<dyn PhysicalExpr>, op: Operator, terms: &mut Vec<Arc<dyn P
     }
 }
 
+/// The conditions of an UPDATE or DELETE (each one a conjunct) made lazy,
+/// those that cannot fail first; [`crate::heap::write::matches`] evaluates
+/// each only on the rows the ones before it kept.
+pub fn lazy_conditions(
+    conditions: Vec<Arc<dyn PhysicalExpr>>,
+    schema: &Schema,
+) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+    let mut lazy = conditions
+        .iter()
+        .map(|c| make_lazy(c, schema, Conditions::AnyOrder).map(|t| t.data))
+        .collect::<Result<Vec<_>>>()?;
+    lazy.sort_by_key(|c| may_fail(c, schema));
+    Ok(lazy)
+}
+
 #[derive(Debug)]
 pub struct ShortCircuit;
 
@@ -307,7 +356,7 @@ impl PhysicalOptimizerRule for ShortCircuit {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| lazy_node(node)).data()
+        plan.transform_up(lazy_node).data()
     }
 
     fn name(&self) -> &str {
@@ -364,6 +413,30 @@ fn lazy_node(node: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn Executi
     Ok(Transformed::no(node))
 }
 
+/// An aggregate whose arguments hold an `AND` or `OR` that may fail (the
+/// `CASE WHEN filter` of [`FilteredAggregateArguments`]) with them made lazy.
+fn lazy_arguments(
+    aggr: &AggregateFunctionExpr,
+    input_schema: &Schema,
+) -> Result<Option<AggregateFunctionExpr>> {
+    let mut changed = false;
+    let mut args = Vec::new();
+    for arg in aggr.expressions() {
+        let lazy = make_lazy(&arg, input_schema, Conditions::AsWritten)?;
+        changed |= lazy.transformed;
+        args.push(lazy.data);
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let order_by = aggr
+        .order_bys()
+        .iter()
+        .map(|o| Arc::clone(&o.expr))
+        .collect();
+    Ok(aggr.with_new_expressions(args, order_by))
+}
+
 fn lazy_aggregate_filters(
     aggregate: &AggregateExec,
     input_schema: &Schema,
@@ -380,19 +453,99 @@ fn lazy_aggregate_filters(
             None => None,
         });
     }
+    let mut aggr_exprs = Vec::with_capacity(aggregate.aggr_expr().len());
+    for aggr in aggregate.aggr_expr() {
+        match lazy_arguments(aggr, input_schema)? {
+            Some(lazy) => {
+                changed = true;
+                aggr_exprs.push(Arc::new(lazy));
+            }
+            None => aggr_exprs.push(Arc::clone(aggr)),
+        }
+    }
     if !changed {
         return Ok(None);
     }
     let rebuilt = AggregateExec::try_new(
         *aggregate.mode(),
         aggregate.group_expr().clone(),
-        aggregate.aggr_expr().to_vec(),
+        aggr_exprs,
         filters,
         Arc::clone(aggregate.input()),
         aggregate.input_schema(),
     )?
     .with_limit_options(aggregate.limit_options());
     Ok(Some(Arc::new(rebuilt)))
+}
+
+/// Aggregate arguments computed only on the rows their FILTER keeps, as
+/// PostgreSQL computes them: `sum(a / b) FILTER (WHERE b <> 0)` must not
+/// divide by zero. DataFusion's grouped aggregation evaluates arguments on
+/// every row first, so an argument that is more than a column or a constant
+/// becomes `CASE WHEN filter THEN argument END`, whose branch runs lazily.
+#[derive(Debug, Default)]
+pub struct FilteredAggregateArguments;
+
+impl AnalyzerRule for FilteredAggregateArguments {
+    fn name(&self) -> &str {
+        "filtered_aggregate_arguments"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| match node {
+            LogicalPlan::Aggregate(aggregate) => guard_arguments(aggregate),
+            other => Ok(Transformed::no(other)),
+        })
+        .data()
+    }
+}
+
+fn guard_arguments(aggregate: Aggregate) -> Result<Transformed<LogicalPlan>> {
+    let mut changed = false;
+    let mut aggr_expr = Vec::with_capacity(aggregate.aggr_expr.len());
+    for expr in &aggregate.aggr_expr {
+        let guarded = guard_filtered_arguments(expr.clone())?;
+        if guarded.transformed {
+            changed = true;
+            let name = expr.schema_name().to_string();
+            aggr_expr.push(guarded.data.unalias().alias(name));
+        } else {
+            aggr_expr.push(guarded.data);
+        }
+    }
+    if !changed {
+        return Ok(Transformed::no(LogicalPlan::Aggregate(aggregate)));
+    }
+    let rebuilt = Aggregate::try_new(aggregate.input, aggregate.group_expr, aggr_expr)?;
+    Ok(Transformed::yes(LogicalPlan::Aggregate(rebuilt)))
+}
+
+fn guard_filtered_arguments(expr: Expr) -> Result<Transformed<Expr>> {
+    expr.transform_up(|node| {
+        let Expr::AggregateFunction(mut function) = node else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(filter) = function.params.filter.clone() else {
+            return Ok(Transformed::no(Expr::AggregateFunction(function)));
+        };
+        let mut changed = false;
+        for arg in function.params.args.iter_mut() {
+            if matches!(arg, Expr::Column(_) | Expr::Literal(..)) {
+                continue;
+            }
+            changed = true;
+            *arg = Expr::Case(LogicalCase::new(
+                None,
+                vec![(filter.clone(), Box::new(arg.clone()))],
+                None,
+            ));
+        }
+        Ok(if changed {
+            Transformed::yes(Expr::AggregateFunction(function))
+        } else {
+            Transformed::no(Expr::AggregateFunction(function))
+        })
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt64Array};
-use datafusion::arrow::compute::{CastOptions, and, cast_with_options, filter_record_batch};
+use datafusion::arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
@@ -323,24 +323,36 @@ pub fn compile_filters(
     filters: &[Expr],
 ) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
     let df_schema = DFSchema::try_from(table.codec().schema().as_ref().clone())?;
-    filters
+    let compiled = filters
         .iter()
         .map(|f| compile(f.clone(), &df_schema))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    crate::short_circuit::lazy_conditions(compiled, table.codec().schema())
 }
 
-/// Rows where every filter is true (NULL does not qualify).
+/// Rows where every filter is true (NULL does not qualify). Each filter runs
+/// only on the rows the ones before it kept, as PostgreSQL's qual list does:
+/// `WHERE b <> 0 AND a / b > 2` does not divide by zero.
 pub(crate) fn matches(
     predicate: &[Arc<dyn PhysicalExpr>],
     batch: &RecordBatch,
 ) -> Result<BooleanArray> {
     let mut mask = BooleanArray::from(vec![true; batch.num_rows()]);
     for expr in predicate {
-        let result = expr.evaluate(batch)?.into_array(batch.num_rows())?;
-        mask = and(&mask, result.as_boolean())?;
+        if mask.true_count() == 0 {
+            break;
+        }
+        let result = expr
+            .evaluate_selection(batch, &mask)?
+            .into_array(batch.num_rows())?;
+        let kept = result.as_boolean();
+        mask = mask
+            .iter()
+            .zip(kept.iter())
+            .map(|(m, k)| Some(m == Some(true) && k == Some(true)))
+            .collect();
     }
-    // NULL in the mask means "does not qualify".
-    Ok(mask.iter().map(|m| Some(m == Some(true))).collect())
+    Ok(mask)
 }
 
 /// Whether the newest version of a row (re-read after waiting for a

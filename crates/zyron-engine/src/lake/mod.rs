@@ -314,10 +314,11 @@ impl LakeProvider {
     /// Compiles `filters` against the table and evaluates their AND.
     fn mask(&self, state: &dyn Session, filters: &[Expr]) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
         let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
-        filters
+        let compiled = filters
             .iter()
             .map(|f| state.create_physical_expr(f.clone(), &df_schema))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        crate::short_circuit::lazy_conditions(compiled, &self.schema)
     }
 
     /// Deletes the rows `filters` select; returns them.

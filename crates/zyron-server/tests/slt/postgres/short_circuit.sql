@@ -40,6 +40,13 @@ SELECT count(*) FILTER (WHERE b <> 0 AND a / b > 400) FROM sc
 ;;
 SELECT sum(a / b) FILTER (WHERE b <> 0) FROM sc
 ;;
+SELECT count(*) FILTER (WHERE b <> 0 AND a / b > 400), sum(a / b) FILTER (WHERE b <> 0) FROM sc
+;;
+# Grouped aggregation computes arguments before FILTER unless guarded.
+SELECT a % 2 AS odd, sum(a / b) FILTER (WHERE b <> 0), count(*) FILTER (WHERE b <> 0 AND a / b > 400) FROM sc GROUP BY a % 2 ORDER BY 1
+;;
+SELECT b, count(*) FROM sc GROUP BY b HAVING count(b) > 0 AND sum(a) / count(b) > 400 ORDER BY b
+;;
 SELECT b, count(*) FROM sc GROUP BY b HAVING b <> 0 AND sum(a) / b > 100000 ORDER BY b
 ;;
 SELECT a, b, b <> 0 AND a / b > 2 AS guarded, b = 0 OR a / b > 2 AS either FROM sc WHERE a <= 12 ORDER BY a
@@ -55,3 +62,12 @@ SELECT count(*) FROM sc WHERE a < 800 AND a * 3000000 > 0
 ;;
 -- error
 SELECT count(*) FROM sc WHERE b <> 1 AND t::int > 5
+;;
+# UPDATE and DELETE test their conditions as a query does.
+UPDATE sc SET x = a / b WHERE b <> 0 AND a / b > 450
+;;
+DELETE FROM sc WHERE b <> 0 AND a / b > 480
+;;
+DELETE FROM sc WHERE a / b < 0 AND b <> 0
+;;
+SELECT count(*), sum(x) FROM sc
