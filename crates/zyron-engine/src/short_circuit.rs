@@ -5,8 +5,8 @@
 //! side, which is harmless only where the right side cannot fail.
 //!
 //! [`ShortCircuit`] is the physical optimizer rule that gives the operators
-//! whose right side may fail a [`LazyLogicExpr`] in filters, projections and
-//! aggregate `FILTER` clauses; it runs last, after the filters have been
+//! whose right side may fail a [`LazyLogicExpr`] in filters, join conditions,
+//! projections and aggregates; it runs last, after the filters have been
 //! pushed down and the parquet pruning predicates taken from them.
 
 use std::fmt;
@@ -32,7 +32,19 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::joins::utils::JoinFilter;
+use datafusion::physical_plan::joins::{
+    HashJoinExec, NestedLoopJoinExec, NestedLoopJoinExecBuilder,
+};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+
+/// The right side runs on the whole batch first where more than one row in
+/// this many is undecided (DataFusion's own `AND` copies rows out below it).
+const EAGER_SHARE_DENOMINATOR: usize = 5;
+
+fn is_volatile(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    expr.is_volatile_node() || expr.children().into_iter().any(is_volatile)
+}
 
 /// `left AND right` or `left OR right` with `right` evaluated only where
 /// `left` does not decide the row (for `AND`: where `left` is not false).
@@ -163,15 +175,22 @@ impl PhysicalExpr for LazyLogicExpr {
 impl LazyLogicExpr {
     fn combine(&self, left: &BooleanArray, batch: &RecordBatch) -> Result<ColumnarValue> {
         let undecided = self.undecided(left);
-        if undecided.true_count() == 0 {
+        let undecided_rows = undecided.true_count();
+        if undecided_rows == 0 {
             return Ok(ColumnarValue::Array(Arc::new(left.clone())));
         }
-        // Rows outside `undecided` come back NULL, which the left side's
-        // FALSE (for AND) or TRUE (for OR) overrides.
-        let right = self
-            .right
-            .evaluate_selection(batch, &undecided)?
-            .into_array(batch.num_rows())?;
+        // Where most rows are undecided, copying them out costs more than
+        // running the right side on every row, which is right unless it
+        // fails on a row the left side decided: then only the undecided run.
+        let whole_batch = undecided_rows * EAGER_SHARE_DENOMINATOR > batch.num_rows()
+            && !is_volatile(&self.right);
+        let right = match whole_batch.then(|| self.right.evaluate(batch)) {
+            Some(Ok(right)) => right,
+            // Rows outside `undecided` come back NULL, which the left side's
+            // FALSE (for AND) or TRUE (for OR) overrides.
+            _ => self.right.evaluate_selection(batch, &undecided)?,
+        }
+        .into_array(batch.num_rows())?;
         let Some(right) = right.as_any().downcast_ref::<BooleanArray>() else {
             return internal_err!("{self}: the right side is not boolean");
         };
@@ -404,6 +423,24 @@ fn lazy_node(node: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn Executi
         )?;
         return Ok(Transformed::yes(Arc::new(rebuilt)));
     }
+    if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+        return Ok(match lazy_join_filter(join.filter())? {
+            Some(filter) => {
+                Transformed::yes(Arc::new(join.builder().with_filter(Some(filter)).build()?))
+            }
+            None => Transformed::no(node),
+        });
+    }
+    if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() {
+        return Ok(match lazy_join_filter(join.filter())? {
+            Some(filter) => Transformed::yes(Arc::new(
+                NestedLoopJoinExecBuilder::from(join)
+                    .with_filter(Some(filter))
+                    .build()?,
+            )),
+            None => Transformed::no(node),
+        });
+    }
     if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
         return lazy_aggregate_filters(aggregate, &input_schema).map(|rebuilt| match rebuilt {
             Some(plan) => Transformed::yes(plan),
@@ -411,6 +448,21 @@ fn lazy_node(node: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn Executi
         });
     }
     Ok(Transformed::no(node))
+}
+
+/// A join's non-equality condition, a qual list as a filter's is.
+fn lazy_join_filter(filter: Option<&JoinFilter>) -> Result<Option<JoinFilter>> {
+    let Some(filter) = filter else {
+        return Ok(None);
+    };
+    let lazy = make_lazy(filter.expression(), filter.schema(), Conditions::AnyOrder)?;
+    Ok(lazy.transformed.then(|| {
+        JoinFilter::new(
+            lazy.data,
+            filter.column_indices().to_vec(),
+            Arc::clone(filter.schema()),
+        )
+    }))
 }
 
 /// An aggregate whose arguments hold an `AND` or `OR` that may fail (the

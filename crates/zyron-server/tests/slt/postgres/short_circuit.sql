@@ -71,3 +71,10 @@ DELETE FROM sc WHERE b <> 0 AND a / b > 480
 DELETE FROM sc WHERE a / b < 0 AND b <> 0
 ;;
 SELECT count(*), sum(x) FROM sc
+;;
+# Join conditions are a qual list too.
+SELECT count(*) FROM sc s1 JOIN sc s2 ON s1.a = s2.a + 1 AND s1.b <> s2.b AND s1.a / (s1.b - s2.b) > 0
+;;
+SELECT count(*) FROM sc s1 LEFT JOIN sc s2 ON s1.a = s2.a + 1 AND s1.b <> s2.b AND s1.a / (s1.b - s2.b) > 0
+;;
+SELECT count(*) FROM sc s1 JOIN sc s2 ON s1.a < s2.a AND s1.a > 900 AND s1.b <> s2.b AND s2.a / (s1.b - s2.b) < 0
